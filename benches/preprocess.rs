@@ -1,0 +1,108 @@
+//! Criterion benchmarks of the pure-Rust core, by stage and image size.
+//! Run with `cargo bench`; no Python needed.
+
+use std::hint::black_box;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use kimi_k3_rs::normalize::{pad_normalize_patchify, NormalizeLut, PatchSource};
+use kimi_k3_rs::resize::{resize_bicubic, Coefficients};
+use kimi_k3_rs::{navit_resize_config, preprocess_image, ImageView, MediaProcConfig, PillowCompat};
+
+const SIZES: [(usize, usize); 4] = [(448, 448), (1280, 720), (1920, 1080), (4032, 3024)];
+
+/// Deterministic pseudo-random RGB bytes (no RNG crate needed).
+fn noise(width: usize, height: usize, channels: usize) -> Vec<u8> {
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    (0..width * height * channels)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 56) as u8
+        })
+        .collect()
+}
+
+fn geometry(c: &mut Criterion) {
+    let cfg = MediaProcConfig::kimi_k25();
+    c.bench_function("geometry/navit_resize_config", |b| {
+        b.iter(|| navit_resize_config(black_box(4032), black_box(3024), &cfg));
+    });
+    c.bench_function("geometry/coefficients_4032_to_2069", |b| {
+        b.iter(|| Coefficients::new(black_box(4032), black_box(2069)));
+    });
+}
+
+fn resize(c: &mut Criterion) {
+    let mut group = c.benchmark_group("resize");
+    group.sample_size(10);
+    let cfg = MediaProcConfig::kimi_k25();
+    for (w, h) in [(1920, 1080), (4032, 3024)] {
+        // K2.5 resizes 4032x3024 to 2069x1551; use a 0.75 scale for 1920x1080.
+        let r = navit_resize_config(w as u64, h as u64, &cfg).unwrap();
+        let (nw, nh) = if r.new_width as usize == w {
+            (w * 3 / 4, h * 3 / 4)
+        } else {
+            (r.new_width as usize, r.new_height as usize)
+        };
+        let src = noise(w, h, 3);
+        group.bench_with_input(
+            BenchmarkId::from_parameter(format!("{w}x{h}->{nw}x{nh}")),
+            &src,
+            |b, src| {
+                b.iter(|| resize_bicubic(black_box(src), w, h, 3, nw, nh, PillowCompat::V13));
+            },
+        );
+    }
+    group.finish();
+}
+
+fn normalize_patchify(c: &mut Criterion) {
+    let mut group = c.benchmark_group("normalize_patchify");
+    let lut = NormalizeLut::new([0.5; 3], [0.5; 3]);
+    for (w, h) in SIZES {
+        let src = noise(w, h, 3);
+        let (pw, ph) = (w.div_ceil(28) * 28, h.div_ceil(28) * 28);
+        let mut out = vec![0f32; pw * ph * 3];
+        group.bench_with_input(
+            BenchmarkId::from_parameter(format!("{w}x{h}")),
+            &src,
+            |b, src| {
+                let source = PatchSource {
+                    data: src,
+                    width: w,
+                    height: h,
+                    channels: 3,
+                    color: [0, 1, 2],
+                };
+                b.iter(|| pad_normalize_patchify(black_box(&source), pw, ph, 14, &lut, &mut out));
+            },
+        );
+    }
+    group.finish();
+}
+
+fn end_to_end(c: &mut Criterion) {
+    let mut group = c.benchmark_group("end_to_end");
+    group.sample_size(10);
+    for (name, cfg) in [
+        ("k25", MediaProcConfig::kimi_k25()),
+        ("k3", MediaProcConfig::kimi_k3()),
+    ] {
+        for (w, h) in SIZES {
+            let src = noise(w, h, 3);
+            group.bench_with_input(
+                BenchmarkId::new(name, format!("{w}x{h}")),
+                &src,
+                |b, src| {
+                    let view = ImageView::new(src, w, h, 3).unwrap();
+                    b.iter(|| preprocess_image(black_box(&view), &cfg, PillowCompat::V13));
+                },
+            );
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, geometry, resize, normalize_patchify, end_to_end);
+criterion_main!(benches);

@@ -1,0 +1,64 @@
+"""kimi_k3_rs: bit-exact, fast Kimi-K3 / Kimi-K2.5 image preprocessing.
+
+Drop-in for the checkpoint processors' image path (``kimi_k3_vision_processing.py``,
+``kimi_k25_vision_processing.py``): the same ``pixel_values`` float32 bits and
+``grid_thws``, computed in Rust with the GIL released. See ``reference-spec.md``.
+
+``KIMI_K3_MEDIA_PROC_CFG`` and ``KIMI_K25_MEDIA_PROC_CFG`` are the published
+``media_proc_cfg`` dicts; every access returns a fresh copy, so mutating one
+never changes what the library or later readers get.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._native import ConfigError, ImageError, KimiK3Error, __version__, build_profile
+from .config import (
+    MediaProcConfig,
+    TransparentBgConfig,
+    kimi_k3_media_proc_cfg,
+    kimi_k25_media_proc_cfg,
+    load_media_proc_cfg,
+    resolve_pillow_compat,
+)
+from .processor import (
+    KimiK3EncoderInputs,
+    KimiK3VisionProcessor,
+    navit_resize_config,
+    prepare_kimi_k3_encoder_inputs,
+    preprocess,
+)
+
+__all__ = [
+    "KIMI_K25_MEDIA_PROC_CFG",
+    "KIMI_K3_MEDIA_PROC_CFG",
+    "ConfigError",
+    "ImageError",
+    "KimiK3EncoderInputs",
+    "KimiK3Error",
+    "KimiK3VisionProcessor",
+    "MediaProcConfig",
+    "TransparentBgConfig",
+    "__version__",
+    "build_profile",
+    "kimi_k25_media_proc_cfg",
+    "kimi_k3_media_proc_cfg",
+    "load_media_proc_cfg",
+    "navit_resize_config",
+    "prepare_kimi_k3_encoder_inputs",
+    "preprocess",
+    "resolve_pillow_compat",
+]
+
+_PRESETS = {
+    "KIMI_K3_MEDIA_PROC_CFG": kimi_k3_media_proc_cfg,
+    "KIMI_K25_MEDIA_PROC_CFG": kimi_k25_media_proc_cfg,
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Serve the preset dicts as fresh copies (PEP 562)."""
+    if name in _PRESETS:
+        return _PRESETS[name]()
+    raise AttributeError(f"module 'kimi_k3_rs' has no attribute {name!r}")

@@ -1,0 +1,70 @@
+//! Compositing transparent pixels onto a background, bit-exact.
+//!
+//! Reproduces `fill_transparent_bg_with` of the Kimi-K3 checkpoint
+//! (`kimi_k3_vision_processing.py`, reference-spec §4.2): float32 arithmetic,
+//! each operation rounded, then truncation to `u8`.
+
+use crate::config::Background;
+
+/// Composite an image with a trailing alpha channel onto `bg`.
+///
+/// # Arguments
+/// * `src` - `height * width * channels` bytes; `channels` is 2 (grey + alpha)
+///   or 4 (RGB + alpha).
+/// * `width` - width in pixels; the chessboard is anchored at pixel (0, 0).
+///
+/// Returns `height * width * (channels - 1)` bytes: the composited colour.
+///
+/// # Panics
+/// When `channels` is not 2 or 4 or `width` is 0 (the pipeline checks both).
+#[must_use]
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+pub fn composite(src: &[u8], width: usize, channels: usize, bg: &Background) -> Vec<u8> {
+    assert!(channels == 2 || channels == 4);
+    assert!(width > 0);
+    let color = channels - 1;
+    let mut out = Vec::with_capacity(src.len() / channels * color);
+    for (y, row) in src.chunks_exact(width * channels).enumerate() {
+        for (x, px) in row.chunks_exact(channels).enumerate() {
+            let alpha = f32::from(px[color]) / 255.0f32;
+            let back = (1.0f32 - alpha) * f32::from(bg.value_at(x, y));
+            for &c in &px[..color] {
+                // `as u8` truncates toward zero and saturates, like numpy's astype(uint8)
+                // on values in [0, 255 + tiny].
+                out.push((alpha * f32::from(c) + back) as u8);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::BackgroundPattern;
+
+    #[test]
+    fn transparent_shows_background_opaque_keeps_color() {
+        let bg = Background::kimi_k3();
+        // Two pixels of a 9-px-wide row: x = 0 (white square), x = 8 (gray square).
+        let mut src = vec![0u8; 9 * 4];
+        src[8 * 4..].copy_from_slice(&[0, 0, 0, 0]);
+        let out = composite(&src, 9, 4, &bg);
+        assert_eq!(&out[..3], &[255, 255, 255]);
+        assert_eq!(&out[8 * 3..], &[180, 180, 180]);
+        let opaque = composite(&[10, 20, 30, 255], 1, 4, &bg);
+        assert_eq!(opaque, vec![10, 20, 30]);
+    }
+
+    #[test]
+    fn half_alpha_is_float32_then_truncated() {
+        let bg = Background {
+            pattern: BackgroundPattern::White,
+            ..Background::kimi_k3()
+        };
+        let alpha = 128.0f32 / 255.0;
+        let expected = (alpha * 100.0 + (1.0 - alpha) * 255.0) as u8;
+        assert_eq!(composite(&[100, 128], 1, 2, &bg), vec![expected]);
+        assert_eq!(expected, 177);
+    }
+}

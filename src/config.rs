@@ -1,0 +1,385 @@
+//! `media_proc_cfg`: the checkpoint's preprocessing configuration, validated.
+//!
+//! Mirrors the keys of `preprocessor_config.json["media_proc_cfg"]` of the
+//! Kimi-K2.5 / Kimi-K3 checkpoints (reference-spec §1). Construction checks
+//! every numeric invariant and never clamps or replaces a bad value.
+
+use crate::error::KimiError;
+
+/// Largest accepted integer config value (`patch_size`, `merge_kernel_size`,
+/// `patch_limit_on_one_side`, `fixed_output_tokens`): 2^31 - 1.
+pub const MAX_CONFIG_INT: u64 = (1 << 31) - 1;
+/// Largest accepted `in_patch_limit`: 2^53, so that the reference's float
+/// arithmetic on it is exact.
+pub const MAX_IN_PATCH_LIMIT: u64 = 1 << 53;
+
+/// Background pattern of `transparent_bg_config["pattern"]` (reference
+/// `kimi_k3_vision_processing.fill_transparent_bg_with`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackgroundPattern {
+    /// Value 0 everywhere.
+    Black,
+    /// Value 255 everywhere.
+    White,
+    /// Value 128 everywhere.
+    Gray,
+    /// Squares of `square_size` pixels alternating `white_value` / `gray_value`.
+    Chessboard,
+}
+
+impl BackgroundPattern {
+    /// Parse the reference's pattern names (`"chessboard"`, `"white"`, `"black"`, `"gray"`).
+    ///
+    /// # Errors
+    /// `KimiError::Config` for any other name.
+    pub fn parse(name: &str) -> Result<Self, KimiError> {
+        match name {
+            "black" => Ok(Self::Black),
+            "white" => Ok(Self::White),
+            "gray" => Ok(Self::Gray),
+            "chessboard" => Ok(Self::Chessboard),
+            other => Err(KimiError::Config {
+                key: "transparent_bg_config.pattern",
+                rule: "one of 'chessboard', 'white', 'black', 'gray'",
+                value: format!("{other:?}"),
+            }),
+        }
+    }
+}
+
+/// `transparent_bg_config` (reference dataclass `TransparentBgConfig`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Background {
+    /// The pattern.
+    pub pattern: BackgroundPattern,
+    /// Chessboard square edge in pixels of the resized image (>= 1).
+    pub square_size: u32,
+    /// `chessboard_square_on_top_left`: when true the top-left square is white.
+    pub on_top_left: bool,
+    /// `chessboard_white_value` (0..=255).
+    pub white_value: u8,
+    /// `chessboard_gray_value` (0..=255).
+    pub gray_value: u8,
+}
+
+impl Background {
+    /// The published Kimi-K3 background: chessboard, 8 px squares, white 255, gray 180.
+    #[must_use]
+    pub const fn kimi_k3() -> Self {
+        Self {
+            pattern: BackgroundPattern::Chessboard,
+            square_size: 8,
+            on_top_left: true,
+            white_value: 255,
+            gray_value: 180,
+        }
+    }
+
+    /// Background value (same for R, G, B) at column `x`, row `y` of the
+    /// resized, unpadded image (reference-spec §4.2).
+    #[must_use]
+    pub fn value_at(&self, x: usize, y: usize) -> u8 {
+        match self.pattern {
+            BackgroundPattern::Black => 0,
+            BackgroundPattern::White => 255,
+            BackgroundPattern::Gray => 128,
+            BackgroundPattern::Chessboard => {
+                let s = self.square_size as usize;
+                let parity = (y / s + x / s) % 2;
+                if parity == usize::from(self.on_top_left) {
+                    self.gray_value
+                } else {
+                    self.white_value
+                }
+            }
+        }
+    }
+}
+
+/// `transparent_bg_fill_stage`: where the background is composited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FillStage {
+    /// Composite (or convert to RGB) first, then resize RGB. The reference default; K2.5.
+    #[default]
+    BeforeResize,
+    /// Resize in the image's own mode, then composite (published K3).
+    AfterResize,
+}
+
+impl FillStage {
+    /// Parse `"before_resize"` / `"after_resize"`.
+    ///
+    /// # Errors
+    /// `KimiError::Config` for any other string.
+    pub fn parse(name: &str) -> Result<Self, KimiError> {
+        match name {
+            "before_resize" => Ok(Self::BeforeResize),
+            "after_resize" => Ok(Self::AfterResize),
+            other => Err(KimiError::Config {
+                key: "transparent_bg_fill_stage",
+                rule: "'before_resize' or 'after_resize'",
+                value: format!("{other:?}"),
+            }),
+        }
+    }
+}
+
+/// Which Pillow release's resize pass order to reproduce (reference-spec §5.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PillowCompat {
+    /// Pillow <= 12.3: horizontal pass first, always.
+    V12,
+    /// Pillow 13: vertical pass first when `(H - new_h) > 0 && (H - new_h) > 2 * (W - new_w)`.
+    V13,
+}
+
+impl PillowCompat {
+    /// Parse `"12"` / `"13"`.
+    ///
+    /// # Errors
+    /// `KimiError::Config` for any other string (`"auto"` is resolved by the caller,
+    /// who knows the installed Pillow).
+    pub fn parse(name: &str) -> Result<Self, KimiError> {
+        match name {
+            "12" => Ok(Self::V12),
+            "13" => Ok(Self::V13),
+            other => Err(KimiError::Config {
+                key: "pillow_compat",
+                rule: "'auto', '12' or '13'",
+                value: format!("{other:?}"),
+            }),
+        }
+    }
+}
+
+/// A validated `media_proc_cfg` (the keys the image path reads).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MediaProcConfig {
+    patch_size: u64,
+    merge_kernel_size: u64,
+    in_patch_limit: u64,
+    patch_limit_on_one_side: u64,
+    fixed_output_tokens: Option<u64>,
+    image_mean: [f64; 3],
+    image_std: [f64; 3],
+    background: Option<Background>,
+    fill_stage: FillStage,
+}
+
+fn check_int(key: &'static str, value: u64, max: u64) -> Result<u64, KimiError> {
+    if value == 0 || value > max {
+        return Err(KimiError::Config {
+            key,
+            rule: if max == MAX_IN_PATCH_LIMIT {
+                "an integer in 1..=2**53"
+            } else {
+                "an integer in 1..=2**31-1"
+            },
+            value: value.to_string(),
+        });
+    }
+    Ok(value)
+}
+
+impl MediaProcConfig {
+    /// Build a config from the six required keys, with no fixed token count
+    /// and no background (`transparent_bg_config` absent, stage `before_resize`).
+    ///
+    /// # Arguments
+    /// * `patch_size` - patch edge in pixels (14 for MoonViT).
+    /// * `merge_kernel_size` - spatial merge factor (2); images are padded to a
+    ///   multiple of `patch_size * merge_kernel_size` pixels.
+    /// * `in_patch_limit` - budget in patches before merging (16384 K2.5, 65536 K3).
+    /// * `patch_limit_on_one_side` - per-side cap in patches (512).
+    /// * `image_mean`, `image_std` - per-channel statistics in `[0, 1]` units.
+    ///
+    /// # Errors
+    /// `KimiError::Config` when an integer is 0 or too large (see
+    /// [`MAX_CONFIG_INT`], [`MAX_IN_PATCH_LIMIT`]), when a side limit in pixels
+    /// overflows, when a mean/std is not finite, or when a std is 0.
+    pub fn new(
+        patch_size: u64,
+        merge_kernel_size: u64,
+        in_patch_limit: u64,
+        patch_limit_on_one_side: u64,
+        image_mean: [f64; 3],
+        image_std: [f64; 3],
+    ) -> Result<Self, KimiError> {
+        check_int("patch_size", patch_size, MAX_CONFIG_INT)?;
+        check_int("merge_kernel_size", merge_kernel_size, MAX_CONFIG_INT)?;
+        check_int("in_patch_limit", in_patch_limit, MAX_IN_PATCH_LIMIT)?;
+        check_int(
+            "patch_limit_on_one_side",
+            patch_limit_on_one_side,
+            MAX_CONFIG_INT,
+        )?;
+        for m in image_mean {
+            if !m.is_finite() {
+                return Err(KimiError::Config {
+                    key: "image_mean",
+                    rule: "three finite numbers",
+                    value: format!("{image_mean:?}"),
+                });
+            }
+        }
+        for s in image_std {
+            if !s.is_finite() || s == 0.0 {
+                return Err(KimiError::Config {
+                    key: "image_std",
+                    rule: "three finite non-zero numbers",
+                    value: format!("{image_std:?}"),
+                });
+            }
+        }
+        Ok(Self {
+            patch_size,
+            merge_kernel_size,
+            in_patch_limit,
+            patch_limit_on_one_side,
+            fixed_output_tokens: None,
+            image_mean,
+            image_std,
+            background: None,
+            fill_stage: FillStage::BeforeResize,
+        })
+    }
+
+    /// Set `fixed_output_tokens` (the reported token count; pixels are unchanged).
+    ///
+    /// # Errors
+    /// `KimiError::Config` when the value is 0 or above [`MAX_CONFIG_INT`].
+    pub fn with_fixed_output_tokens(mut self, tokens: Option<u64>) -> Result<Self, KimiError> {
+        if let Some(t) = tokens {
+            check_int("fixed_output_tokens", t, MAX_CONFIG_INT)?;
+        }
+        self.fixed_output_tokens = tokens;
+        Ok(self)
+    }
+
+    /// Set `transparent_bg_config` (`None` = alpha dropped) and `transparent_bg_fill_stage`.
+    ///
+    /// # Errors
+    /// `KimiError::Config` when `square_size` is 0.
+    pub fn with_background(
+        mut self,
+        background: Option<Background>,
+        fill_stage: FillStage,
+    ) -> Result<Self, KimiError> {
+        if let Some(bg) = background {
+            if bg.square_size == 0 {
+                return Err(KimiError::Config {
+                    key: "transparent_bg_config.chessboard_square_size",
+                    rule: "a positive integer",
+                    value: "0".to_owned(),
+                });
+            }
+        }
+        self.background = background;
+        self.fill_stage = fill_stage;
+        Ok(self)
+    }
+
+    /// The published Kimi-K2.5 values (`in_patch_limit` 16384, no background).
+    #[must_use]
+    pub fn kimi_k25() -> Self {
+        Self {
+            patch_size: 14,
+            merge_kernel_size: 2,
+            in_patch_limit: 16384,
+            patch_limit_on_one_side: 512,
+            fixed_output_tokens: None,
+            image_mean: [0.5; 3],
+            image_std: [0.5; 3],
+            background: None,
+            fill_stage: FillStage::BeforeResize,
+        }
+    }
+
+    /// The published Kimi-K3 values (`in_patch_limit` 65536, chessboard after resize).
+    #[must_use]
+    pub fn kimi_k3() -> Self {
+        Self {
+            in_patch_limit: 65536,
+            background: Some(Background::kimi_k3()),
+            fill_stage: FillStage::AfterResize,
+            ..Self::kimi_k25()
+        }
+    }
+
+    /// Patch edge in pixels.
+    #[must_use]
+    pub fn patch_size(&self) -> u64 {
+        self.patch_size
+    }
+    /// Spatial merge factor.
+    #[must_use]
+    pub fn merge_kernel_size(&self) -> u64 {
+        self.merge_kernel_size
+    }
+    /// Patch budget before merging.
+    #[must_use]
+    pub fn in_patch_limit(&self) -> u64 {
+        self.in_patch_limit
+    }
+    /// Per-side cap in patches.
+    #[must_use]
+    pub fn patch_limit_on_one_side(&self) -> u64 {
+        self.patch_limit_on_one_side
+    }
+    /// Fixed reported token count, if any.
+    #[must_use]
+    pub fn fixed_output_tokens(&self) -> Option<u64> {
+        self.fixed_output_tokens
+    }
+    /// Per-channel mean.
+    #[must_use]
+    pub fn image_mean(&self) -> [f64; 3] {
+        self.image_mean
+    }
+    /// Per-channel std.
+    #[must_use]
+    pub fn image_std(&self) -> [f64; 3] {
+        self.image_std
+    }
+    /// The background, if any.
+    #[must_use]
+    pub fn background(&self) -> Option<Background> {
+        self.background
+    }
+    /// The fill stage.
+    #[must_use]
+    pub fn fill_stage(&self) -> FillStage {
+        self.fill_stage
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_zero_and_bad_std() {
+        let e = MediaProcConfig::new(0, 2, 16384, 512, [0.5; 3], [0.5; 3]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "media_proc_cfg[\"patch_size\"] must be an integer in 1..=2**31-1, got 0"
+        );
+        let e = MediaProcConfig::new(14, 2, 16384, 512, [0.5; 3], [0.5, 0.0, 0.5]).unwrap_err();
+        assert!(e.to_string().contains("image_std"));
+        assert!(MediaProcConfig::new(14, 2, 16384, 512, [f64::NAN, 0.5, 0.5], [0.5; 3]).is_err());
+    }
+
+    #[test]
+    fn chessboard_top_left_is_white() {
+        let bg = Background::kimi_k3();
+        assert_eq!(bg.value_at(0, 0), 255);
+        assert_eq!(bg.value_at(8, 0), 180);
+        assert_eq!(bg.value_at(1023, 0), 180);
+        assert_eq!(bg.value_at(8, 8), 255);
+        let flipped = Background {
+            on_top_left: false,
+            ..bg
+        };
+        assert_eq!(flipped.value_at(0, 0), 180);
+    }
+}

@@ -1,0 +1,256 @@
+//! NaViT sizing: how large an image becomes and how much padding it gets.
+//!
+//! Reproduces `media_utils.navit_resize_image` of the Kimi-K2.5 / Kimi-K3
+//! checkpoints (and sglang's `navit_resize_config`), including Python's float
+//! semantics: `max(1.0, width // patch_size)`, int/int true division rounded
+//! correctly, `int()` truncation (reference-spec §2).
+
+use crate::config::MediaProcConfig;
+use crate::error::KimiError;
+
+/// Largest accepted image side in pixels (2^53): above it `float(width)` is not exact.
+pub const MAX_SIDE: u64 = 1 << 53;
+
+/// The result of the sizing rule for one image (reference dict keys).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResizeConfig {
+    /// LLM tokens for the image: `fixed_output_tokens` when set, else
+    /// `(padded_h / F) * (padded_w / F)` with `F = patch_size * merge_kernel_size`.
+    pub num_tokens: u64,
+    /// Width after the resize, pixels (before padding).
+    pub new_width: u64,
+    /// Height after the resize, pixels (before padding).
+    pub new_height: u64,
+    /// Zero columns added on the right, pixels.
+    pub pad_width: u64,
+    /// Zero rows added at the bottom, pixels.
+    pub pad_height: u64,
+}
+
+impl ResizeConfig {
+    /// `grid_thw = (1, (new_height + pad_height) / patch_size, (new_width + pad_width) / patch_size)`
+    /// (sglang `_grid_thw_from_resize_config`).
+    #[must_use]
+    pub fn grid_thw(&self, patch_size: u64) -> [u64; 3] {
+        [
+            1,
+            (self.new_height + self.pad_height) / patch_size,
+            (self.new_width + self.pad_width) / patch_size,
+        ]
+    }
+
+    /// Number of patches (`pixel_values` rows) of the image: `gh * gw`.
+    ///
+    /// # Errors
+    /// `KimiError::Overflow` when the product does not fit in `usize`.
+    pub fn num_patches(&self, patch_size: u64) -> Result<usize, KimiError> {
+        let [_, gh, gw] = self.grid_thw(patch_size);
+        gh.checked_mul(gw)
+            .and_then(|n| usize::try_from(n).ok())
+            .ok_or(KimiError::Overflow { what: "patches" })
+    }
+}
+
+fn bit_len(v: u128) -> u32 {
+    128 - v.leading_zeros()
+}
+
+/// `n / d` rounded correctly (half to even) to `f64`, as Python's int/int true
+/// division does. Requires `0 < n < 2^64`, `0 < d < 2^64`.
+fn div_correctly_rounded(n: u128, d: u128) -> f64 {
+    debug_assert!(n > 0 && d > 0 && n < (1 << 64) && d < (1 << 64));
+    // Scale the numerator so that the integer quotient has at least 55 bits.
+    let k = (55 + bit_len(d)).saturating_sub(bit_len(n));
+    let num = n << k;
+    let q = num / d;
+    let sticky = num % d != 0;
+    let drop = bit_len(q) - 53;
+    let mut mant = q >> drop;
+    let rest = q & ((1u128 << drop) - 1);
+    let half = 1u128 << (drop - 1);
+    if rest > half || (rest == half && (sticky || mant & 1 == 1)) {
+        mant += 1;
+    }
+    // value = mant * 2^(drop - k); the exponent stays in the normal range for
+    // the operands accepted here (|exponent| < 200).
+    let exp = i64::from(drop) - i64::from(k);
+    #[allow(clippy::cast_sign_loss, clippy::cast_precision_loss)]
+    let pow2 = f64::from_bits(((exp + 1023) as u64) << 52);
+    #[allow(clippy::cast_precision_loss)]
+    let m = mant as f64; // mant <= 2^53: exact
+    m * pow2
+}
+
+/// Compute the resize and padding of one `width` x `height` image.
+///
+/// Source: `media_utils.navit_resize_image` (Kimi-K2.5 / Kimi-K3 checkpoints).
+///
+/// # Arguments
+/// * `width`, `height` - original image size in pixels (`PIL.Image.size`, no EXIF rotation).
+/// * `cfg` - the validated `media_proc_cfg`.
+///
+/// # Errors
+/// * `KimiError::EmptyImage` when a side is 0 (the reference divides by it).
+/// * `KimiError::Config` when a side exceeds [`MAX_SIDE`].
+/// * `KimiError::SideLimit` when the reference's side-limit assertion fails
+///   (only reachable when `patch_limit_on_one_side` is not a multiple of `merge_kernel_size`).
+/// * `KimiError::Overflow` when the token count overflows `u64`.
+pub fn navit_resize_config(
+    width: u64,
+    height: u64,
+    cfg: &MediaProcConfig,
+) -> Result<ResizeConfig, KimiError> {
+    if width == 0 || height == 0 {
+        return Err(KimiError::EmptyImage { width, height });
+    }
+    for (key, v) in [("width", width), ("height", height)] {
+        if v > MAX_SIDE {
+            return Err(KimiError::Config {
+                key,
+                rule: "at most 2**53 pixels",
+                value: v.to_string(),
+            });
+        }
+    }
+    let ps = cfg.patch_size();
+    let m = cfg.merge_kernel_size();
+    let limit = cfg.in_patch_limit();
+    let side = cfg.patch_limit_on_one_side();
+    // max(1.0, width // ps): the value is max(1, quotient); the product of the two
+    // is exact (as Python ints, or as a float of an int < 2^53 when one side is 1.0).
+    let pw = u128::from((width / ps).max(1));
+    let ph = u128::from((height / ps).max(1));
+    let s1 = div_correctly_rounded(u128::from(limit), pw * ph).sqrt();
+    // patch_limit_on_one_side * patch_size is an exact Python int (< 2^62).
+    let side_px = side * ps;
+    let s2 = div_correctly_rounded(u128::from(side_px), u128::from(width));
+    let s3 = div_correctly_rounded(u128::from(side_px), u128::from(height));
+    let scale = 1.0f64.min(s1).min(s2).min(s3);
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        clippy::cast_precision_loss
+    )]
+    let trunc = |v: u64| -> u64 { (v as f64 * scale) as u64 }; // v < 2^53: exact as f64
+    let new_width = trunc(width).max(1).min(side_px);
+    let new_height = trunc(height).max(1).min(side_px);
+    let factor = m * ps;
+    let pad_height = (factor - new_height % factor) % factor;
+    let pad_width = (factor - new_width % factor) % factor;
+    let num_tokens = if let Some(t) = cfg.fixed_output_tokens() {
+        t
+    } else {
+        let token_height = (new_height + pad_height) / factor;
+        let token_width = (new_width + pad_width) / factor;
+        for (name, tokens) in [("height", token_height), ("width", token_width)] {
+            if u128::from(tokens) * u128::from(m) > u128::from(side) {
+                return Err(KimiError::SideLimit {
+                    side: name,
+                    tokens,
+                    merge_kernel_size: m,
+                    patch_limit_on_one_side: side,
+                });
+            }
+        }
+        token_height
+            .checked_mul(token_width)
+            .ok_or(KimiError::Overflow { what: "num_tokens" })?
+    };
+    Ok(ResizeConfig {
+        num_tokens,
+        new_width,
+        new_height,
+        pad_width,
+        pad_height,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(limit: u64) -> MediaProcConfig {
+        MediaProcConfig::new(14, 2, limit, 512, [0.5; 3], [0.5; 3]).unwrap()
+    }
+
+    fn check(w: u64, h: u64, limit: u64, nw: u64, nh: u64, pw: u64, ph: u64, tokens: u64) {
+        let r = navit_resize_config(w, h, &cfg(limit)).unwrap();
+        assert_eq!(
+            (
+                r.new_width,
+                r.new_height,
+                r.pad_width,
+                r.pad_height,
+                r.num_tokens
+            ),
+            (nw, nh, pw, ph, tokens),
+            "{w}x{h} limit {limit}"
+        );
+    }
+
+    #[test]
+    fn spec_reference_vectors() {
+        // reference-spec §2 table: (W, H) -> K2.5, K3.
+        check(640, 480, 16384, 640, 480, 4, 24, 414);
+        check(1920, 1080, 16384, 1920, 1080, 12, 12, 2691);
+        check(1024, 1024, 16384, 1024, 1024, 12, 12, 1369);
+        check(4000, 3000, 16384, 2073, 1554, 27, 14, 4200);
+        check(4000, 3000, 65536, 4000, 3000, 4, 24, 15444);
+        check(3840, 2160, 16384, 2392, 1345, 16, 27, 4214);
+        check(3840, 2160, 65536, 3840, 2160, 24, 24, 10764);
+        check(9000, 4000, 16384, 2693, 1196, 23, 8, 4171);
+        check(9000, 4000, 65536, 5386, 2393, 18, 15, 16598);
+        check(10000, 10000, 16384, 1792, 1792, 0, 0, 4096);
+        check(10000, 10000, 65536, 3585, 3585, 27, 27, 16641);
+        check(2000, 20000, 16384, 568, 5685, 20, 27, 4284);
+        check(2000, 20000, 65536, 716, 7168, 12, 0, 6656);
+        check(8366, 10, 16384, 7167, 8, 1, 20, 256);
+        check(10000, 10, 65536, 7168, 7, 0, 21, 256);
+        check(3, 5, 16384, 3, 5, 25, 23, 1);
+        check(29, 29, 65536, 29, 29, 27, 27, 4);
+    }
+
+    #[test]
+    fn side_limit_assertion_text() {
+        let c = MediaProcConfig::new(14, 2, 16384, 511, [0.5; 3], [0.5; 3]).unwrap();
+        let e = navit_resize_config(10000, 100, &c).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "token_width 256 * merge_kernel_size 2 > patch_limit_on_one_side 511"
+        );
+    }
+
+    #[test]
+    fn correctly_rounded_division_matches_python() {
+        // Python: 16384 / (84048973 * 135578435) == 1.4377948102317078e-12
+        let p = 84_048_973u128 * 135_578_435u128;
+        assert_eq!(div_correctly_rounded(16384, p), 1.437_794_810_231_707_8e-12);
+        // Exact cases and a halfway case.
+        assert_eq!(div_correctly_rounded(1, 4), 0.25);
+        assert_eq!(div_correctly_rounded(7168, 8366), 7168.0 / 8366.0);
+        assert_eq!(
+            div_correctly_rounded((1 << 53) + 1, 1),
+            9_007_199_254_740_992.0
+        );
+        assert_eq!(
+            div_correctly_rounded((1 << 53) + 3, 1),
+            9_007_199_254_740_996.0
+        );
+    }
+
+    #[test]
+    fn fixed_output_tokens_only_changes_the_count() {
+        let c = cfg(16384).with_fixed_output_tokens(Some(64)).unwrap();
+        let r = navit_resize_config(1024, 768, &c).unwrap();
+        assert_eq!(r.num_tokens, 64);
+        assert_eq!(r.grid_thw(14), [1, 56, 74]);
+    }
+
+    #[test]
+    fn zero_size_is_an_error() {
+        assert!(matches!(
+            navit_resize_config(0, 5, &cfg(16384)),
+            Err(KimiError::EmptyImage { .. })
+        ));
+    }
+}

@@ -1,0 +1,152 @@
+//! Pad, normalise and patchify in one pass over the 8-bit pixels.
+//!
+//! Normalisation reproduces `media_utils.normalize` of the checkpoints
+//! (reference-spec §3.4) through a per-channel 256-entry table; patch layout
+//! reproduces `media_utils.navit_patchify` (§3.5). Padding pixels are zeros
+//! before normalisation, so they read `lut[c][0]`.
+
+/// Per-channel lookup table `u8 -> f32` with the reference's three roundings:
+/// `a = f32(v / 255.0)`, `b = f32(f64(a) - mean)`, `y = f32(f64(b) * (1.0 / std))`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NormalizeLut {
+    table: [[f32; 256]; 3],
+}
+
+impl NormalizeLut {
+    /// Build the table from `image_mean` / `image_std` (float64, `[0, 1]` units).
+    #[must_use]
+    #[allow(clippy::cast_possible_truncation)]
+    pub fn new(image_mean: [f64; 3], image_std: [f64; 3]) -> Self {
+        let mut table = [[0f32; 256]; 3];
+        for (c, row) in table.iter_mut().enumerate() {
+            let std_inv = 1.0 / image_std[c];
+            for (v, out) in row.iter_mut().enumerate() {
+                let a = (f64::from(v as u8) / 255.0) as f32;
+                let b = (f64::from(a) - image_mean[c]) as f32;
+                *out = (f64::from(b) * std_inv) as f32;
+            }
+        }
+        Self { table }
+    }
+
+    /// The normalised value of `v` in channel `c` (0 = R, 1 = G, 2 = B).
+    #[must_use]
+    pub fn get(&self, c: usize, v: u8) -> f32 {
+        self.table[c][usize::from(v)]
+    }
+}
+
+/// An 8-bit interleaved image to patchify: `channels` bytes per pixel, of
+/// which the colour is read from `color` (`[0, 1, 2]` for RGB / RGBA,
+/// `[0, 0, 0]` for L / LA, which replicates grey to R = G = B).
+#[derive(Debug, Clone, Copy)]
+pub struct PatchSource<'a> {
+    /// `height * width * channels` bytes.
+    pub data: &'a [u8],
+    /// Width in pixels.
+    pub width: usize,
+    /// Height in pixels.
+    pub height: usize,
+    /// Bytes per pixel (1 to 4).
+    pub channels: usize,
+    /// Byte offsets of R, G, B inside a pixel.
+    pub color: [usize; 3],
+}
+
+/// Write `(padded_h / ps) * (padded_w / ps)` patches of `3 * ps * ps` f32 each
+/// into `out`, row-major over the patch grid, channel-first inside a patch:
+/// `out[n, c, py, px] = lut_c(pixel(i * ps + py, j * ps + px))` with
+/// `n = i * gw + j`; pixels outside `width x height` are 0 (bottom/right padding).
+///
+/// # Arguments
+/// * `src` - the resized, unpadded image.
+/// * `padded_width`, `padded_height` - multiples of `patch_size`, at least the image size.
+/// * `patch_size` - patch edge in pixels.
+/// * `out` - exactly `gh * gw * 3 * ps * ps` values.
+///
+/// # Panics
+/// When `out` has the wrong length or the padded size is smaller than the image
+/// (the pipeline computes both from the same plan).
+pub fn pad_normalize_patchify(
+    src: &PatchSource<'_>,
+    padded_width: usize,
+    padded_height: usize,
+    patch_size: usize,
+    lut: &NormalizeLut,
+    out: &mut [f32],
+) {
+    let ps = patch_size;
+    let (gh, gw) = (padded_height / ps, padded_width / ps);
+    let patch_len = 3 * ps * ps;
+    assert_eq!(out.len(), gh * gw * patch_len);
+    assert!(src.width <= padded_width && src.height <= padded_height);
+    if out.is_empty() {
+        return;
+    }
+    let row_len = src.width * src.channels;
+    let pad = [lut.get(0, 0), lut.get(1, 0), lut.get(2, 0)];
+    for (i, band) in out.chunks_exact_mut(gw * patch_len).enumerate() {
+        for (j, patch) in band.chunks_exact_mut(patch_len).enumerate() {
+            let x0 = j * ps;
+            // Columns of this patch inside the image.
+            let inside = src.width.saturating_sub(x0).min(ps);
+            for (c, plane) in patch.chunks_exact_mut(ps * ps).enumerate() {
+                let table = &lut.table[c];
+                let offset = src.color[c];
+                for (py, dst) in plane.chunks_exact_mut(ps).enumerate() {
+                    let y = i * ps + py;
+                    if y >= src.height {
+                        dst.fill(pad[c]);
+                        continue;
+                    }
+                    let row = &src.data[y * row_len..(y + 1) * row_len];
+                    let pixels = &row[x0.min(src.width) * src.channels..];
+                    let (body, tail) = dst.split_at_mut(inside);
+                    for (d, px) in body.iter_mut().zip(pixels.chunks(src.channels)) {
+                        *d = table[usize::from(px[offset])];
+                    }
+                    tail.fill(pad[c]);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lut_matches_reference_bits_for_half() {
+        let lut = NormalizeLut::new([0.5; 3], [0.5; 3]);
+        // reference-spec §3.4
+        assert_eq!(lut.get(0, 0).to_bits(), 0xbf80_0000);
+        assert_eq!(lut.get(0, 1).to_bits(), 0xbf7d_fdfe);
+        assert_eq!(lut.get(1, 127).to_bits(), 0xbb80_8080);
+        assert_eq!(lut.get(2, 128).to_bits(), 0x3b80_8100);
+        assert_eq!(lut.get(2, 255).to_bits(), 0x3f80_0000);
+    }
+
+    #[test]
+    fn patch_layout_and_padding() {
+        // 3x2 RGB image, patch 2 -> padded 4x2, grid 1x2.
+        let data: Vec<u8> = (0..18).collect();
+        let src = PatchSource {
+            data: &data,
+            width: 3,
+            height: 2,
+            channels: 3,
+            color: [0, 1, 2],
+        };
+        let lut = NormalizeLut::new([0.0; 3], [1.0 / 255.0; 3]);
+        let mut out = vec![0f32; 2 * 3 * 4];
+        pad_normalize_patchify(&src, 4, 2, 2, &lut, &mut out);
+        // With mean 0, std 1/255 the table is the identity.
+        #[rustfmt::skip]
+        let expected = [
+            0., 3., 9., 12.,   1., 4., 10., 13.,   2., 5., 11., 14.,
+            6., 0., 15., 0.,   7., 0., 16., 0.,    8., 0., 17., 0.,
+        ];
+        assert_eq!(out, expected);
+    }
+}

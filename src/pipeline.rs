@@ -1,0 +1,332 @@
+//! The whole per-image pipeline: size, (composite,) resize, (composite,) pad,
+//! normalise, patchify — in the order the checkpoint processor runs them.
+//!
+//! Reproduces `KimiK25VisionProcessor.preprocess` and
+//! `KimiK3VisionProcessor.preprocess` (reference-spec §3, §4.1) for images held
+//! as 8-bit `L` (1 channel), `LA` (2), `RGB` (3) or `RGBA` (4).
+
+use std::borrow::Cow;
+
+use crate::composite::composite;
+use crate::config::{FillStage, MediaProcConfig, PillowCompat};
+use crate::error::KimiError;
+use crate::geometry::{navit_resize_config, ResizeConfig};
+use crate::normalize::{pad_normalize_patchify, NormalizeLut, PatchSource};
+use crate::resize::{premultiply, resize_bicubic, unpremultiply};
+
+/// A borrowed 8-bit image: `height * width * channels` bytes, row-major, HWC.
+///
+/// `channels` is 1 (`L`), 2 (`LA`), 3 (`RGB`) or 4 (`RGBA`); the last channel
+/// of 2 and 4 is alpha (straight, not premultiplied).
+#[derive(Debug, Clone, Copy)]
+pub struct ImageView<'a> {
+    data: &'a [u8],
+    width: usize,
+    height: usize,
+    channels: usize,
+    resized_from: Option<(u64, u64)>,
+}
+
+impl<'a> ImageView<'a> {
+    /// Wrap a pixel buffer.
+    ///
+    /// # Arguments
+    /// * `data` - `height * width * channels` bytes.
+    /// * `width`, `height` - size in pixels (>= 1).
+    /// * `channels` - 1, 2, 3 or 4.
+    ///
+    /// # Errors
+    /// `KimiError::Channels` for another channel count, `KimiError::EmptyImage`
+    /// for a zero side, `KimiError::BufferSize` when the length does not match.
+    pub fn new(
+        data: &'a [u8],
+        width: usize,
+        height: usize,
+        channels: usize,
+    ) -> Result<Self, KimiError> {
+        if !(1..=4).contains(&channels) {
+            return Err(KimiError::Channels(channels));
+        }
+        if width == 0 || height == 0 {
+            return Err(KimiError::EmptyImage {
+                width: width as u64,
+                height: height as u64,
+            });
+        }
+        let expected = width
+            .checked_mul(height)
+            .and_then(|n| n.checked_mul(channels))
+            .ok_or(KimiError::Overflow {
+                what: "image bytes",
+            })?;
+        if data.len() != expected {
+            return Err(KimiError::BufferSize {
+                len: data.len(),
+                height,
+                width,
+                channels,
+                expected,
+            });
+        }
+        Ok(Self {
+            data,
+            width,
+            height,
+            channels,
+            resized_from: None,
+        })
+    }
+
+    /// Mark the pixels as already resized (for example by Pillow, for a mode
+    /// this crate does not resize itself) from an original of
+    /// `width x height` pixels: the sizing uses the original size, the view
+    /// must have the resulting `new_width x new_height`, and the resize step is
+    /// skipped (compositing and normalisation still run).
+    #[must_use]
+    pub fn resized_from(mut self, width: u64, height: u64) -> Self {
+        self.resized_from = Some((width, height));
+        self
+    }
+
+    /// The size the sizing rule is applied to: the original one.
+    #[must_use]
+    pub fn original_size(&self) -> (u64, u64) {
+        self.resized_from
+            .unwrap_or((self.width as u64, self.height as u64))
+    }
+}
+
+/// Sizing of one image: the reference's resize config for its original size.
+///
+/// # Errors
+/// As [`navit_resize_config`], plus `KimiError::PreResizedSize` when a
+/// pre-resized view does not have the planned size.
+pub fn plan(image: &ImageView<'_>, cfg: &MediaProcConfig) -> Result<ResizeConfig, KimiError> {
+    let (w, h) = image.original_size();
+    let r = navit_resize_config(w, h, cfg)?;
+    if image.resized_from.is_some()
+        && (image.width as u64, image.height as u64) != (r.new_width, r.new_height)
+    {
+        return Err(KimiError::PreResizedSize {
+            width: image.width,
+            height: image.height,
+            new_width: usize::try_from(r.new_width).unwrap_or(usize::MAX),
+            new_height: usize::try_from(r.new_height).unwrap_or(usize::MAX),
+        });
+    }
+    Ok(r)
+}
+
+/// Drop the trailing alpha channel (`convert("RGB")` of RGBA / LA before the grey expansion).
+fn drop_alpha(data: &[u8], channels: usize) -> Vec<u8> {
+    let color = channels - 1;
+    data.chunks_exact(channels)
+        .flat_map(|px| &px[..color])
+        .copied()
+        .collect()
+}
+
+/// Run one image through the pipeline into `out` (its `pixel_values` rows).
+fn run_image(
+    image: &ImageView<'_>,
+    r: &ResizeConfig,
+    cfg: &MediaProcConfig,
+    lut: &NormalizeLut,
+    compat: PillowCompat,
+    out: &mut [f32],
+) {
+    // Sizes come from a validated plan: they fit in usize because the pixels exist
+    // (new sizes never exceed the original ones).
+    let (new_w, new_h) = (r.new_width as usize, r.new_height as usize);
+    let (w, h, ch) = (image.width, image.height, image.channels);
+    let has_alpha = ch == 2 || ch == 4;
+    let needs_resize = image.resized_from.is_none() && (new_w, new_h) != (w, h);
+    let background = cfg.background();
+    let mut pixels: Cow<'_, [u8]> = Cow::Borrowed(image.data);
+    let mut channels = ch;
+    match cfg.fill_stage() {
+        FillStage::BeforeResize => {
+            // composite (or convert("RGB")), then an RGB / L resize.
+            if has_alpha {
+                match &background {
+                    Some(bg) => pixels = Cow::Owned(composite(&pixels, w, ch, bg)),
+                    None if needs_resize => pixels = Cow::Owned(drop_alpha(&pixels, ch)),
+                    None => {}
+                }
+                if background.is_some() || needs_resize {
+                    channels = ch - 1;
+                }
+            }
+            if needs_resize {
+                pixels = Cow::Owned(resize_bicubic(
+                    &pixels, w, h, channels, new_w, new_h, compat,
+                ));
+            }
+        }
+        FillStage::AfterResize => {
+            // resize in the image's own mode (RGBA / LA premultiplied), then composite.
+            if needs_resize {
+                let mut resized = if has_alpha {
+                    let mut pre = pixels.into_owned();
+                    premultiply(&mut pre, ch);
+                    let mut out = resize_bicubic(&pre, w, h, ch, new_w, new_h, compat);
+                    unpremultiply(&mut out, ch);
+                    out
+                } else {
+                    resize_bicubic(&pixels, w, h, ch, new_w, new_h, compat)
+                };
+                resized.shrink_to_fit();
+                pixels = Cow::Owned(resized);
+            }
+            if has_alpha {
+                if let Some(bg) = &background {
+                    pixels = Cow::Owned(composite(&pixels, new_w, ch, bg));
+                    channels = ch - 1;
+                }
+            }
+        }
+    }
+    // Any alpha still present is dropped by reading only the colour bytes.
+    let color = if channels >= 3 { [0, 1, 2] } else { [0, 0, 0] };
+    let ps = usize::try_from(cfg.patch_size()).unwrap_or(usize::MAX);
+    let source = PatchSource {
+        data: &pixels,
+        width: new_w,
+        height: new_h,
+        channels,
+        color,
+    };
+    pad_normalize_patchify(
+        &source,
+        (r.new_width + r.pad_width) as usize,
+        (r.new_height + r.pad_height) as usize,
+        ps,
+        lut,
+        out,
+    );
+}
+
+/// Output of [`preprocess_batch`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct BatchOutput {
+    /// `float32 [sum of gh * gw, 3, patch_size, patch_size]`, flattened, images in order.
+    pub pixel_values: Vec<f32>,
+    /// One `(t, gh, gw)` per image (`t` is always 1).
+    pub grid_thws: Vec<[u64; 3]>,
+    /// The sizing of every image, in order.
+    pub resize_configs: Vec<ResizeConfig>,
+}
+
+/// Sizes every image, then allocates the batch output once and runs the pipeline
+/// on each image into its rows.
+///
+/// Source: `KimiK3VisionProcessor.preprocess` / `KimiK25VisionProcessor.preprocess`
+/// (checkpoint remote code) — `pixel_values = cat(per-image patches)`,
+/// `grid_thws = stack(per-image grid)`.
+///
+/// # Arguments
+/// * `images` - the batch; see [`ImageView`].
+/// * `cfg` - the validated `media_proc_cfg`.
+/// * `compat` - the Pillow resize pass order to reproduce.
+///
+/// # Errors
+/// Any error of [`plan`] for any image (raised before pixel work), or
+/// `KimiError::Overflow` when the output size overflows.
+pub fn preprocess_batch(
+    images: &[ImageView<'_>],
+    cfg: &MediaProcConfig,
+    compat: PillowCompat,
+) -> Result<BatchOutput, KimiError> {
+    let resize_configs = images
+        .iter()
+        .map(|im| plan(im, cfg))
+        .collect::<Result<Vec<_>, _>>()?;
+    let ps = cfg.patch_size();
+    let patch_len =
+        usize::try_from(3 * ps * ps).map_err(|_| KimiError::Overflow { what: "patch" })?;
+    let mut offsets = Vec::with_capacity(images.len() + 1);
+    let mut total = 0usize;
+    offsets.push(0);
+    for r in &resize_configs {
+        total = r
+            .num_patches(ps)?
+            .checked_mul(patch_len)
+            .and_then(|n| total.checked_add(n))
+            .ok_or(KimiError::Overflow {
+                what: "pixel_values",
+            })?;
+        offsets.push(total);
+    }
+    let mut pixel_values = vec![0f32; total];
+    let lut = NormalizeLut::new(cfg.image_mean(), cfg.image_std());
+    for (k, (image, r)) in images.iter().zip(&resize_configs).enumerate() {
+        let out = &mut pixel_values[offsets[k]..offsets[k + 1]];
+        run_image(image, r, cfg, &lut, compat, out);
+    }
+    Ok(BatchOutput {
+        pixel_values,
+        grid_thws: resize_configs.iter().map(|r| r.grid_thw(ps)).collect(),
+        resize_configs,
+    })
+}
+
+/// One image: `(pixel_values, grid_thw)`; see [`preprocess_batch`].
+///
+/// # Errors
+/// As [`preprocess_batch`].
+pub fn preprocess_image(
+    image: &ImageView<'_>,
+    cfg: &MediaProcConfig,
+    compat: PillowCompat,
+) -> Result<(Vec<f32>, [u64; 3]), KimiError> {
+    let out = preprocess_batch(std::slice::from_ref(image), cfg, compat)?;
+    Ok((out.pixel_values, out.grid_thws[0]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Background;
+
+    #[test]
+    fn rgb_224_is_one_grid_of_256_patches() {
+        let data = vec![255u8; 224 * 224 * 3];
+        let view = ImageView::new(&data, 224, 224, 3).unwrap();
+        let (pv, grid) =
+            preprocess_image(&view, &MediaProcConfig::kimi_k25(), PillowCompat::V13).unwrap();
+        assert_eq!(grid, [1, 16, 16]);
+        assert_eq!(pv.len(), 256 * 3 * 14 * 14);
+        assert!(pv.iter().all(|&v| v == 1.0));
+    }
+
+    #[test]
+    fn k3_transparent_pixels_show_the_chessboard_and_padding_is_minus_one() {
+        // 30x28 fully transparent RGBA: padded to 56x28.
+        let data = vec![0u8; 30 * 28 * 4];
+        let view = ImageView::new(&data, 30, 28, 4).unwrap();
+        let (pv, grid) =
+            preprocess_image(&view, &MediaProcConfig::kimi_k3(), PillowCompat::V13).unwrap();
+        assert_eq!(grid, [1, 2, 4]);
+        let gray = (f64::from((f64::from(180u8) / 255.0) as f32) - 0.5) as f32 * 2.0;
+        // patch 0, channel 0, row 0: x 0..8 white (1.0), x 8..14 gray.
+        assert_eq!(&pv[..8], &[1.0; 8]);
+        assert_eq!(pv[8], gray);
+        // patch (0, 2) covers x 28..42: x 28, 29 inside, the rest padding.
+        let p = 2 * 3 * 14 * 14;
+        assert_eq!(pv[p + 2], -1.0);
+        let _ = Background::kimi_k3();
+    }
+
+    #[test]
+    fn errors_before_pixel_work() {
+        let data = vec![0u8; 10];
+        assert!(matches!(
+            ImageView::new(&data, 2, 2, 3),
+            Err(KimiError::BufferSize { .. })
+        ));
+        assert!(matches!(
+            ImageView::new(&data, 2, 1, 5),
+            Err(KimiError::Channels(5))
+        ));
+    }
+}

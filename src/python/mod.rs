@@ -1,0 +1,238 @@
+//! Python bindings (`kimi_k3_rs._native`): glue only, no arithmetic.
+//!
+//! Every entry point extracts and checks its arguments while attached, runs the
+//! pure core with the GIL released (`py.detach`), then wraps the results
+//! without copying. The public Python API and its documentation live in
+//! `python/kimi_k3_rs/`.
+
+use numpy::ndarray::Array2;
+use numpy::{IntoPyArray, PyArrayMethods, PyReadonlyArrayDyn, PyUntypedArrayMethods};
+use pyo3::create_exception;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+use crate::config::{
+    Background, BackgroundPattern, FillStage, MediaProcConfig as CoreConfig, PillowCompat,
+};
+use crate::error::KimiError;
+use crate::geometry::navit_resize_config as core_navit_resize_config;
+use crate::pipeline::{preprocess_batch, ImageView};
+
+create_exception!(
+    kimi_k3_rs,
+    KimiK3Error,
+    PyValueError,
+    "Base class of kimi_k3_rs errors (a ValueError)."
+);
+create_exception!(
+    kimi_k3_rs,
+    ConfigError,
+    KimiK3Error,
+    "A media_proc_cfg value is missing or invalid."
+);
+create_exception!(
+    kimi_k3_rs,
+    ImageError,
+    KimiK3Error,
+    "An image cannot be preprocessed (shape, size, channels)."
+);
+
+/// The one conversion of core errors into Python exceptions.
+fn to_py_err(err: KimiError) -> PyErr {
+    let msg = err.to_string();
+    match err {
+        KimiError::Config { .. } => ConfigError::new_err(msg),
+        KimiError::SideLimit { .. } => KimiK3Error::new_err(msg),
+        KimiError::EmptyImage { .. }
+        | KimiError::BufferSize { .. }
+        | KimiError::Channels(_)
+        | KimiError::PreResizedSize { .. }
+        | KimiError::Overflow { .. }
+        | KimiError::OutputSize { .. } => ImageError::new_err(msg),
+    }
+}
+
+/// A validated `media_proc_cfg`, built once per model (immutable).
+#[pyclass(frozen, module = "kimi_k3_rs._native", name = "MediaProcConfig")]
+struct PyMediaProcConfig {
+    inner: CoreConfig,
+}
+
+#[pymethods]
+impl PyMediaProcConfig {
+    #[new]
+    #[pyo3(signature = (patch_size, merge_kernel_size, in_patch_limit, patch_limit_on_one_side, image_mean, image_std, *, fixed_output_tokens=None, transparent_bg_config=None, transparent_bg_fill_stage="before_resize"))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        patch_size: u64,
+        merge_kernel_size: u64,
+        in_patch_limit: u64,
+        patch_limit_on_one_side: u64,
+        image_mean: [f64; 3],
+        image_std: [f64; 3],
+        fixed_output_tokens: Option<u64>,
+        transparent_bg_config: Option<(String, u32, bool, u8, u8)>,
+        transparent_bg_fill_stage: &str,
+    ) -> PyResult<Self> {
+        let background = transparent_bg_config
+            .map(
+                |(pattern, square_size, on_top_left, white_value, gray_value)| {
+                    BackgroundPattern::parse(&pattern).map(|pattern| Background {
+                        pattern,
+                        square_size,
+                        on_top_left,
+                        white_value,
+                        gray_value,
+                    })
+                },
+            )
+            .transpose()
+            .map_err(to_py_err)?;
+        let fill_stage = FillStage::parse(transparent_bg_fill_stage).map_err(to_py_err)?;
+        let inner = CoreConfig::new(
+            patch_size,
+            merge_kernel_size,
+            in_patch_limit,
+            patch_limit_on_one_side,
+            image_mean,
+            image_std,
+        )
+        .and_then(|c| c.with_fixed_output_tokens(fixed_output_tokens))
+        .and_then(|c| c.with_background(background, fill_stage))
+        .map_err(to_py_err)?;
+        Ok(Self { inner })
+    }
+
+    #[getter]
+    fn patch_size(&self) -> u64 {
+        self.inner.patch_size()
+    }
+}
+
+fn resize_tuple(r: &crate::ResizeConfig) -> (u64, u64, u64, u64, u64) {
+    (
+        r.num_tokens,
+        r.new_width,
+        r.new_height,
+        r.pad_width,
+        r.pad_height,
+    )
+}
+
+/// Sizing of one image: `(num_tokens, new_width, new_height, pad_width, pad_height)`.
+#[pyfunction]
+#[pyo3(signature = (width, height, config, /))]
+fn navit_resize_config(
+    width: u64,
+    height: u64,
+    config: &PyMediaProcConfig,
+) -> PyResult<(u64, u64, u64, u64, u64)> {
+    core_navit_resize_config(width, height, &config.inner)
+        .map(|r| resize_tuple(&r))
+        .map_err(to_py_err)
+}
+
+/// Sizing of many images: list of `(num_tokens, new_width, new_height, pad_width, pad_height)`.
+#[pyfunction]
+#[pyo3(signature = (sizes, config, /))]
+fn navit_resize_configs(
+    sizes: Vec<(u64, u64)>,
+    config: &PyMediaProcConfig,
+) -> PyResult<Vec<(u64, u64, u64, u64, u64)>> {
+    sizes
+        .iter()
+        .map(|&(w, h)| core_navit_resize_config(w, h, &config.inner).map(|r| resize_tuple(&r)))
+        .collect::<Result<_, _>>()
+        .map_err(to_py_err)
+}
+
+type Batch<'py> = (Bound<'py, PyAny>, Bound<'py, PyAny>);
+
+/// Preprocess uint8 HWC arrays; returns `(pixel_values, grid_thws)`.
+#[pyfunction]
+#[pyo3(signature = (images, config, *, pillow_compat, resized_from=None))]
+fn preprocess<'py>(
+    py: Python<'py>,
+    images: Vec<PyReadonlyArrayDyn<'py, u8>>,
+    config: &PyMediaProcConfig,
+    pillow_compat: &str,
+    resized_from: Option<Vec<Option<(u64, u64)>>>,
+) -> PyResult<Batch<'py>> {
+    let compat = PillowCompat::parse(pillow_compat).map_err(to_py_err)?;
+    if let Some(r) = &resized_from {
+        if r.len() != images.len() {
+            return Err(ImageError::new_err(format!(
+                "resized_from has {} entries for {} images",
+                r.len(),
+                images.len()
+            )));
+        }
+    }
+    let mut views = Vec::with_capacity(images.len());
+    for (k, array) in images.iter().enumerate() {
+        let shape = array.shape();
+        let (height, width, channels) = match *shape {
+            [h, w] => (h, w, 1),
+            [h, w, c] => (h, w, c),
+            _ => {
+                return Err(ImageError::new_err(format!(
+                    "image {k}: expected an HxW or HxWxC uint8 array, got shape {shape:?}"
+                )))
+            }
+        };
+        let data = array
+            .as_slice()
+            .map_err(|_| ImageError::new_err(format!("image {k}: array must be C-contiguous")))?;
+        let mut view = ImageView::new(data, width, height, channels).map_err(to_py_err)?;
+        if let Some(Some((w, h))) = resized_from.as_ref().map(|r| r[k]) {
+            view = view.resized_from(w, h);
+        }
+        views.push(view);
+    }
+    let cfg = &config.inner;
+    // The input buffers are borrowed, not copied: if another thread mutates an
+    // input array during the call, the output for that image is unspecified
+    // (but memory-safe: the borrow keeps the buffer alive and in place).
+    let out = py
+        .detach(|| preprocess_batch(&views, cfg, compat))
+        .map_err(to_py_err)?;
+    let ps = usize::try_from(cfg.patch_size())
+        .map_err(|_| ImageError::new_err("patch_size too large"))?;
+    let rows = out.pixel_values.len() / (3 * ps * ps);
+    let pixel_values = out
+        .pixel_values
+        .into_pyarray(py)
+        .reshape([rows, 3, ps, ps])?;
+    let grid: Vec<i64> = out
+        .grid_thws
+        .iter()
+        .flatten()
+        .map(|&v| i64::try_from(v).unwrap_or(i64::MAX))
+        .collect();
+    let grid = Array2::from_shape_vec((out.grid_thws.len(), 3), grid)
+        .map_err(|e| ImageError::new_err(e.to_string()))?
+        .into_pyarray(py);
+    Ok((pixel_values.into_any(), grid.into_any()))
+}
+
+#[pymodule(gil_used = false)]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add(
+        "build_profile",
+        if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        },
+    )?;
+    m.add("KimiK3Error", py.get_type::<KimiK3Error>())?;
+    m.add("ConfigError", py.get_type::<ConfigError>())?;
+    m.add("ImageError", py.get_type::<ImageError>())?;
+    m.add_class::<PyMediaProcConfig>()?;
+    m.add_function(wrap_pyfunction!(navit_resize_config, m)?)?;
+    m.add_function(wrap_pyfunction!(navit_resize_configs, m)?)?;
+    m.add_function(wrap_pyfunction!(preprocess, m)?)?;
+    Ok(())
+}
