@@ -54,6 +54,33 @@ fn resize(c: &mut Criterion) {
             },
         );
     }
+    let src = noise(4032, 3024, 3);
+    group.bench_function("horizontal_only/4032x3024->2069x3024", |b| {
+        b.iter(|| {
+            resize_bicubic(
+                black_box(&src),
+                4032,
+                3024,
+                3,
+                2069,
+                3024,
+                PillowCompat::V13,
+            )
+        });
+    });
+    group.bench_function("vertical_only/4032x3024->4032x1551", |b| {
+        b.iter(|| {
+            resize_bicubic(
+                black_box(&src),
+                4032,
+                3024,
+                3,
+                4032,
+                1551,
+                PillowCompat::V13,
+            )
+        });
+    });
     group.finish();
 }
 
@@ -73,7 +100,6 @@ fn normalize_patchify(c: &mut Criterion) {
                     width: w,
                     height: h,
                     channels: 3,
-                    color: [0, 1, 2],
                 };
                 b.iter(|| pad_normalize_patchify(black_box(&source), pw, ph, 14, &lut, &mut out));
             },

@@ -36,9 +36,9 @@ impl NormalizeLut {
     }
 }
 
-/// An 8-bit interleaved image to patchify: `channels` bytes per pixel, of
-/// which the colour is read from `color` (`[0, 1, 2]` for RGB / RGBA,
-/// `[0, 0, 0]` for L / LA, which replicates grey to R = G = B).
+/// An 8-bit interleaved image to patchify: `channels` bytes per pixel. With 3
+/// or 4 channels (RGB, RGBA) R, G, B are the first three bytes; with 1 or 2 (L,
+/// LA) the grey byte is replicated to R = G = B. A trailing alpha is ignored.
 #[derive(Debug, Clone, Copy)]
 pub struct PatchSource<'a> {
     /// `height * width * channels` bytes.
@@ -49,8 +49,6 @@ pub struct PatchSource<'a> {
     pub height: usize,
     /// Bytes per pixel (1 to 4).
     pub channels: usize,
-    /// Byte offsets of R, G, B inside a pixel.
-    pub color: [usize; 3],
 }
 
 /// Write `(padded_h / ps) * (padded_w / ps)` patches of `3 * ps * ps` f32 each
@@ -75,40 +73,78 @@ pub fn pad_normalize_patchify(
     lut: &NormalizeLut,
     out: &mut [f32],
 ) {
-    let ps = patch_size;
-    let (gh, gw) = (padded_height / ps, padded_width / ps);
-    let patch_len = 3 * ps * ps;
-    assert_eq!(out.len(), gh * gw * patch_len);
+    let (gh, gw) = (padded_height / patch_size, padded_width / patch_size);
+    assert_eq!(out.len(), gh * gw * 3 * patch_size * patch_size);
     assert!(src.width <= padded_width && src.height <= padded_height);
+    match src.channels {
+        1 => patchify_c::<1>(src, gw, patch_size, lut, out),
+        2 => patchify_c::<2>(src, gw, patch_size, lut, out),
+        3 => patchify_c::<3>(src, gw, patch_size, lut, out),
+        4 => patchify_c::<4>(src, gw, patch_size, lut, out),
+        n => panic!("channels must be 1..=4, got {n}"),
+    }
+}
+
+/// [`pad_normalize_patchify`] for `C` bytes per pixel. The pixel rows of one
+/// band of patches are read in order (sequential reads keep the hardware
+/// prefetcher busy) and the band is assembled in a cache-resident scratch
+/// buffer, then copied out in one sequential `memcpy` (scattered stores straight
+/// to uncached output lines would stall on read-for-ownership misses).
+fn patchify_c<const C: usize>(
+    src: &PatchSource<'_>,
+    gw: usize,
+    ps: usize,
+    lut: &NormalizeLut,
+    out: &mut [f32],
+) {
+    let plane = ps * ps;
+    let patch_len = 3 * plane;
     if out.is_empty() {
         return;
     }
-    let row_len = src.width * src.channels;
-    let pad = [lut.get(0, 0), lut.get(1, 0), lut.get(2, 0)];
-    for (i, band) in out.chunks_exact_mut(gw * patch_len).enumerate() {
-        for (j, patch) in band.chunks_exact_mut(patch_len).enumerate() {
-            let x0 = j * ps;
-            // Columns of this patch inside the image.
-            let inside = src.width.saturating_sub(x0).min(ps);
-            for (c, plane) in patch.chunks_exact_mut(ps * ps).enumerate() {
-                let table = &lut.table[c];
-                let offset = src.color[c];
-                for (py, dst) in plane.chunks_exact_mut(ps).enumerate() {
-                    let y = i * ps + py;
-                    if y >= src.height {
-                        dst.fill(pad[c]);
-                        continue;
+    let row_len = src.width * C;
+    let [t0, t1, t2] = &lut.table;
+    let pad = [t0[0], t1[0], t2[0]];
+    let mut scratch = vec![0f32; gw * patch_len];
+    for (i, out_band) in out.chunks_exact_mut(gw * patch_len).enumerate() {
+        let band = scratch.as_mut_slice();
+        for py in 0..ps {
+            let y = i * ps + py;
+            let row: &[u8] = if y < src.height {
+                &src.data[y * row_len..(y + 1) * row_len]
+            } else {
+                &[]
+            };
+            for (j, patch) in band.chunks_exact_mut(patch_len).enumerate() {
+                // Pixels of this patch row inside the image; the rest is padding.
+                let pixels = row.get(j * ps * C..).unwrap_or(&[]);
+                let pixels = &pixels[..pixels.len().min(ps * C)];
+                let body = pixels.len() / C;
+                let (p0, rest) = patch.split_at_mut(plane);
+                let (p1, p2) = rest.split_at_mut(plane);
+                let d0 = &mut p0[py * ps..(py + 1) * ps];
+                let d1 = &mut p1[py * ps..(py + 1) * ps];
+                let d2 = &mut p2[py * ps..(py + 1) * ps];
+                if C >= 3 {
+                    for (x, px) in pixels.chunks_exact(C).enumerate() {
+                        d0[x] = t0[usize::from(px[0])];
+                        d1[x] = t1[usize::from(px[1])];
+                        d2[x] = t2[usize::from(px[2])];
                     }
-                    let row = &src.data[y * row_len..(y + 1) * row_len];
-                    let pixels = &row[x0.min(src.width) * src.channels..];
-                    let (body, tail) = dst.split_at_mut(inside);
-                    for (d, px) in body.iter_mut().zip(pixels.chunks(src.channels)) {
-                        *d = table[usize::from(px[offset])];
+                } else {
+                    for (x, px) in pixels.chunks_exact(C).enumerate() {
+                        let v = usize::from(px[0]);
+                        d0[x] = t0[v];
+                        d1[x] = t1[v];
+                        d2[x] = t2[v];
                     }
-                    tail.fill(pad[c]);
                 }
+                d0[body..].fill(pad[0]);
+                d1[body..].fill(pad[1]);
+                d2[body..].fill(pad[2]);
             }
         }
+        out_band.copy_from_slice(band);
     }
 }
 
@@ -136,7 +172,6 @@ mod tests {
             width: 3,
             height: 2,
             channels: 3,
-            color: [0, 1, 2],
         };
         let lut = NormalizeLut::new([0.0; 3], [1.0 / 255.0; 3]);
         let mut out = vec![0f32; 2 * 3 * 4];

@@ -187,14 +187,12 @@ fn run_image(
         }
     }
     // Any alpha still present is dropped by reading only the colour bytes.
-    let color = if channels >= 3 { [0, 1, 2] } else { [0, 0, 0] };
     let ps = usize::try_from(cfg.patch_size()).unwrap_or(usize::MAX);
     let source = PatchSource {
         data: &pixels,
         width: new_w,
         height: new_h,
         channels,
-        color,
     };
     pad_normalize_patchify(
         &source,
@@ -286,7 +284,6 @@ pub fn preprocess_image(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Background;
 
     #[test]
     fn rgb_224_is_one_grid_of_256_patches() {
@@ -314,7 +311,6 @@ mod tests {
         // patch (0, 2) covers x 28..42: x 28, 29 inside, the rest padding.
         let p = 2 * 3 * 14 * 14;
         assert_eq!(pv[p + 2], -1.0);
-        let _ = Background::kimi_k3();
     }
 
     #[test]

@@ -107,30 +107,54 @@ fn clip8(acc: i32) -> u8 {
     (acc >> PRECISION_BITS).clamp(0, 255) as u8
 }
 
+/// Rows handled together by the horizontal pass: their pixels are transposed
+/// into columns of `ROWS * C` bytes so that one output column is a weighted sum
+/// of contiguous input columns (the same shape as the vertical pass).
+const ROWS: usize = 16;
+/// Accumulators of one output column: up to `ROWS * 4` channels.
+const MAX_LANES: usize = ROWS * 4;
+
 /// Horizontal pass over rows `[row0, row0 + out_rows)` of `src` (`width` px, `C` channels).
-fn horizontal<const C: usize>(
+#[inline(always)]
+fn horizontal_impl<const C: usize>(
     src: &[u8],
     width: usize,
     row0: usize,
     out_rows: usize,
     coeffs: &Coefficients,
 ) -> Vec<u8> {
+    let lanes = ROWS * C;
     let out_w = coeffs.bounds.len();
-    let mut out = vec![0u8; out_w * out_rows * C];
-    let in_stride = width * C;
-    for (y, out_row) in out.chunks_exact_mut(out_w * C).enumerate() {
-        let in_row = &src[(row0 + y) * in_stride..(row0 + y + 1) * in_stride];
-        for (xx, px) in out_row.chunks_exact_mut(C).enumerate() {
+    let out_row_len = out_w * C;
+    let in_row_len = width * C;
+    let mut out = vec![0u8; out_row_len * out_rows];
+    let mut columns = vec![0u8; width * lanes];
+    for band in (0..out_rows).step_by(ROWS) {
+        let rows = ROWS.min(out_rows - band);
+        // Transpose the band: columns[x][r * C + c] = src[row0 + band + r][x][c].
+        for r in 0..rows {
+            let y = row0 + band + r;
+            let row = &src[y * in_row_len..(y + 1) * in_row_len];
+            for (col, px) in columns.chunks_exact_mut(lanes).zip(row.chunks_exact(C)) {
+                col[r * C..(r + 1) * C].copy_from_slice(px);
+            }
+        }
+        let mut acc = [0i32; MAX_LANES];
+        let acc = &mut acc[..lanes];
+        for xx in 0..out_w {
             let (start, k) = coeffs.taps(xx);
-            let window = &in_row[start * C..(start + k.len()) * C];
-            let mut acc = [ROUND_BIAS; C];
-            for (pix, &kv) in window.chunks_exact(C).zip(k) {
-                for c in 0..C {
-                    acc[c] += i32::from(pix[c]) * kv;
+            acc.fill(ROUND_BIAS);
+            for (t, &kv) in k.iter().enumerate() {
+                let col = &columns[(start + t) * lanes..(start + t + 1) * lanes];
+                for (a, &p) in acc.iter_mut().zip(col) {
+                    *a += i32::from(p) * kv;
                 }
             }
-            for c in 0..C {
-                px[c] = clip8(acc[c]);
+            for r in 0..rows {
+                let o = (band + r) * out_row_len + xx * C;
+                for c in 0..C {
+                    out[o + c] = clip8(acc[r * C + c]);
+                }
             }
         }
     }
@@ -139,7 +163,8 @@ fn horizontal<const C: usize>(
 
 /// Vertical pass: every output row is a weighted sum of whole input rows
 /// (`row_len` bytes each), so it vectorises over the row.
-fn vertical(src: &[u8], row_len: usize, coeffs: &Coefficients, row_offset: usize) -> Vec<u8> {
+#[inline(always)]
+fn vertical_impl(src: &[u8], row_len: usize, coeffs: &Coefficients, row_offset: usize) -> Vec<u8> {
     const BLOCK: usize = 1024;
     let out_h = coeffs.bounds.len();
     let mut out = vec![0u8; out_h * row_len];
@@ -164,6 +189,32 @@ fn vertical(src: &[u8], row_len: usize, coeffs: &Coefficients, row_offset: usize
     }
     out
 }
+
+/// Instantiates a pass once for the baseline target and once compiled for AVX2
+/// (same source, so the same integer results), chosen at run time.
+macro_rules! dispatch {
+    ($name:ident, $avx2:ident, $imp:ident, <$($g:ident),*>, ($($arg:ident: $ty:ty),*)) => {
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx2")]
+        fn $avx2<$(const $g: usize),*>($($arg: $ty),*) -> Vec<u8> {
+            $imp::<$($g),*>($($arg),*)
+        }
+
+        fn $name<$(const $g: usize),*>($($arg: $ty),*) -> Vec<u8> {
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("avx2") {
+                // SAFETY: the CPU supports AVX2, checked just above.
+                return unsafe { $avx2::<$($g),*>($($arg),*) };
+            }
+            $imp::<$($g),*>($($arg),*)
+        }
+    };
+}
+
+dispatch!(horizontal, horizontal_avx2, horizontal_impl, <C>,
+    (src: &[u8], width: usize, row0: usize, out_rows: usize, coeffs: &Coefficients));
+dispatch!(vertical, vertical_avx2, vertical_impl, <>,
+    (src: &[u8], row_len: usize, coeffs: &Coefficients, row_offset: usize));
 
 /// Whether Pillow runs the vertical pass first (Pillow 13 rule, reference-spec §5.1).
 #[must_use]

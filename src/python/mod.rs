@@ -109,7 +109,10 @@ impl PyMediaProcConfig {
     }
 }
 
-fn resize_tuple(r: &crate::ResizeConfig) -> (u64, u64, u64, u64, u64) {
+/// `(num_tokens, new_width, new_height, pad_width, pad_height)`.
+type ResizeTuple = (u64, u64, u64, u64, u64);
+
+fn resize_tuple(r: &crate::ResizeConfig) -> ResizeTuple {
     (
         r.num_tokens,
         r.new_width,
@@ -126,7 +129,7 @@ fn navit_resize_config(
     width: u64,
     height: u64,
     config: &PyMediaProcConfig,
-) -> PyResult<(u64, u64, u64, u64, u64)> {
+) -> PyResult<ResizeTuple> {
     core_navit_resize_config(width, height, &config.inner)
         .map(|r| resize_tuple(&r))
         .map_err(to_py_err)
@@ -138,7 +141,7 @@ fn navit_resize_config(
 fn navit_resize_configs(
     sizes: Vec<(u64, u64)>,
     config: &PyMediaProcConfig,
-) -> PyResult<Vec<(u64, u64, u64, u64, u64)>> {
+) -> PyResult<Vec<ResizeTuple>> {
     sizes
         .iter()
         .map(|&(w, h)| core_navit_resize_config(w, h, &config.inner).map(|r| resize_tuple(&r)))
@@ -203,12 +206,14 @@ fn preprocess<'py>(
         .pixel_values
         .into_pyarray(py)
         .reshape([rows, 3, ps, ps])?;
-    let grid: Vec<i64> = out
+    let grid = out
         .grid_thws
         .iter()
         .flatten()
-        .map(|&v| i64::try_from(v).unwrap_or(i64::MAX))
-        .collect();
+        .map(|&v| {
+            i64::try_from(v).map_err(|_| to_py_err(KimiError::Overflow { what: "grid_thws" }))
+        })
+        .collect::<PyResult<Vec<i64>>>()?;
     let grid = Array2::from_shape_vec((out.grid_thws.len(), 3), grid)
         .map_err(|e| ImageError::new_err(e.to_string()))?
         .into_pyarray(py);
