@@ -247,10 +247,14 @@ impl MediaProcConfig {
     /// Set `fixed_output_tokens` (the reported token count; pixels are unchanged).
     ///
     /// # Errors
-    /// `KimiError::Config` when the value is 0 or above [`MAX_CONFIG_INT`].
+    /// `KimiError::Config` when the value is above [`MAX_CONFIG_INT`].
     pub fn with_fixed_output_tokens(mut self, tokens: Option<u64>) -> Result<Self, KimiError> {
-        if let Some(t) = tokens {
-            check_int("fixed_output_tokens", t, MAX_CONFIG_INT)?;
+        if let Some(t) = tokens.filter(|&t| t > MAX_CONFIG_INT) {
+            return Err(KimiError::Config {
+                key: "fixed_output_tokens",
+                rule: "an integer in 0..=2**31-1",
+                value: t.to_string(),
+            });
         }
         self.fixed_output_tokens = tokens;
         Ok(self)

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
+import numpy as np
 import PIL
 
 from . import _native
@@ -122,20 +123,23 @@ def _positive_int(key: str, value: Any, maximum: int = _MAX_INT) -> int:
 
 
 def _byte(key: str, value: Any) -> int:
-    if not _is_int(value) or not 0 <= int(value) <= 255:
+    """A colour value 0..255: an int, or a float with an integral value (same arithmetic)."""
+    is_number = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if not is_number or not (math.isfinite(value) and float(value).is_integer() and 0 <= value <= 255):
         raise _bad(key, "an integer in 0..255", value)
     return int(value)
 
 
 def _three_floats(key: str, value: Any, *, nonzero: bool) -> tuple[float, float, float]:
+    """Three finite reals (list, tuple or numpy array), as the reference's ``np.array(value)``."""
+    items = list(value) if isinstance(value, (Sequence, np.ndarray)) and not isinstance(value, (str, bytes)) else None
     ok = (
-        isinstance(value, Sequence)
-        and not isinstance(value, (str, bytes))
-        and len(value) == 3
-        and all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in value)
+        items is not None
+        and len(items) == 3
+        and all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in items)
     )
     if ok:
-        floats = tuple(float(v) for v in value)
+        floats = tuple(float(v) for v in items)  # type: ignore[union-attr]
         ok = all(math.isfinite(v) and (v != 0.0 or not nonzero) for v in floats)
     if not ok:
         rule = "three finite non-zero numbers" if nonzero else "three finite numbers"
@@ -188,14 +192,14 @@ class TransparentBgConfig:
         if not isinstance(pattern, str) or pattern not in _PATTERNS:
             raise ConfigError(f"Invalid background pattern: {pattern}")
         top_left = merged["chessboard_square_on_top_left"]
-        if not isinstance(top_left, bool):
+        if not (isinstance(top_left, bool) or (_is_int(top_left) and top_left in (0, 1))):
             raise _bad("transparent_bg_config.chessboard_square_on_top_left", "a bool", top_left)
         return cls(
             pattern=pattern,
             chessboard_square_size=_positive_int(
                 "transparent_bg_config.chessboard_square_size", merged["chessboard_square_size"]
             ),
-            chessboard_square_on_top_left=top_left,
+            chessboard_square_on_top_left=bool(top_left),
             chessboard_white_value=_byte(
                 "transparent_bg_config.chessboard_white_value", merged["chessboard_white_value"]
             ),
@@ -300,10 +304,10 @@ class MediaProcConfig:
         fixed = media_proc_cfg.get("fixed_output_tokens")
         if fixed is not None:
             if not (isinstance(fixed, numbers.Real) and not isinstance(fixed, bool)) or not (
-                math.isfinite(fixed) and int(fixed) >= 1
+                math.isfinite(fixed) and 0 <= int(fixed) <= _MAX_INT
             ):
-                raise _bad("fixed_output_tokens", "None or a number >= 1", fixed)
-            fixed = _positive_int("fixed_output_tokens", int(fixed))
+                raise _bad("fixed_output_tokens", f"None or a number in 0..{_MAX_INT}", fixed)
+            fixed = int(fixed)
         bg = media_proc_cfg.get("transparent_bg_config")
         stage = media_proc_cfg.get("transparent_bg_fill_stage", "before_resize")
         if not isinstance(stage, str) or stage not in _FILL_STAGES:

@@ -10,10 +10,11 @@ work runs in Rust with the GIL released; this module only loads images and check
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import io
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
@@ -115,10 +116,8 @@ def _unwrap_media(item: Any) -> Any:
     return item
 
 
-def _open(data: Any) -> Union[Image.Image, np.ndarray]:
-    """Load one image as the checkpoint's ``_to_pil`` does (no EXIF rotation), lazily."""
-    if isinstance(data, (Image.Image, np.ndarray)):
-        return data
+def _decode(data: Any) -> Image.Image:
+    """Open encoded image data as the checkpoint's ``_to_pil`` does (no EXIF rotation), lazily."""
     if isinstance(data, (bytes, bytearray, memoryview)):
         return Image.open(io.BytesIO(bytes(data)))
     if isinstance(data, str) and data.startswith("data:"):
@@ -126,6 +125,16 @@ def _open(data: Any) -> Union[Image.Image, np.ndarray]:
     if isinstance(data, (str, os.PathLike)):
         return Image.open(data)
     raise ValueError(f"Unsupported data type: {type(data)}")
+
+
+@contextlib.contextmanager
+def _loaded(data: Any) -> Iterator[Union[Image.Image, np.ndarray]]:
+    """Yield the image of ``data``; a file this function opened is closed afterwards."""
+    if isinstance(data, (Image.Image, np.ndarray)):
+        yield data
+        return
+    with _decode(data) as image:
+        yield image
 
 
 def _check_array(array: np.ndarray) -> None:
@@ -203,7 +212,8 @@ def _run(
     arrays: list[np.ndarray] = []
     resized_from: list[Optional[tuple[int, int]]] = []
     for item in images:
-        array, original = _pixels(_open(_unwrap_media(item)), cfg, compat)
+        with _loaded(_unwrap_media(item)) as image:
+            array, original = _pixels(image, cfg, compat)
         arrays.append(array)
         resized_from.append(original)
     return _native.preprocess(arrays, cfg.native, pillow_compat=compat, resized_from=resized_from)
@@ -417,8 +427,11 @@ def prepare_kimi_k3_encoder_inputs(
         raise ValueError("Kimi-K3 EPD owner-side preprocessing requires image_processor.media_proc_cfg")
     cfg = MediaProcConfig.from_dict(media_proc_cfg)
     compat = resolve_pillow_compat(pillow_compat)
-    loaded = [_open(_unwrap_media(item)) for item in _as_list(images)]
-    sizes = [_image_size(image) for image in loaded]
+    items = [_unwrap_media(item) for item in _as_list(images)]
+    sizes = []
+    for item in items:
+        with _loaded(item) as image:  # reads the header only
+            sizes.append(_image_size(image))
     configs = [_resize_dict(t) for t in _native.navit_resize_configs(sizes, cfg.native)]
     ps = cfg.patch_size
     grid = np.array(
@@ -430,7 +443,7 @@ def prepare_kimi_k3_encoder_inputs(
         resize_configs=configs,
         num_tokens=[r["num_tokens"] for r in configs],
         original_image_sizes=[[w, h] for w, h in sizes],
-        _images=loaded,
+        _images=items,
         _config=cfg,
         _compat=compat,
     )

@@ -1,0 +1,54 @@
+"""Type stubs of the compiled module ``kimi_k3_rs._native`` (public docs live in the .py layer)."""
+
+from typing import Optional
+
+import numpy as np
+import numpy.typing as npt
+
+__version__: str
+build_profile: str
+
+class KimiK3Error(ValueError):
+    """Base class of kimi_k3_rs errors."""
+
+class ConfigError(KimiK3Error):
+    """A media_proc_cfg value is missing or invalid."""
+
+class ImageError(KimiK3Error):
+    """An image cannot be preprocessed."""
+
+class MediaProcConfig:
+    """A validated media_proc_cfg (immutable)."""
+
+    def __new__(
+        cls,
+        patch_size: int,
+        merge_kernel_size: int,
+        in_patch_limit: int,
+        patch_limit_on_one_side: int,
+        image_mean: list[float],
+        image_std: list[float],
+        *,
+        fixed_output_tokens: Optional[int] = None,
+        transparent_bg_config: Optional[tuple[str, int, bool, int, int]] = None,
+        transparent_bg_fill_stage: str = "before_resize",
+    ) -> MediaProcConfig: ...
+    @property
+    def patch_size(self) -> int: ...
+
+def navit_resize_config(width: int, height: int, config: MediaProcConfig, /) -> tuple[int, int, int, int, int]:
+    """(num_tokens, new_width, new_height, pad_width, pad_height) of one image."""
+
+def navit_resize_configs(
+    sizes: list[tuple[int, int]], config: MediaProcConfig, /
+) -> list[tuple[int, int, int, int, int]]:
+    """navit_resize_config for many (width, height) pairs."""
+
+def preprocess(
+    images: list[npt.NDArray[np.uint8]],
+    config: MediaProcConfig,
+    *,
+    pillow_compat: str,
+    resized_from: Optional[list[Optional[tuple[int, int]]]] = None,
+) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
+    """(pixel_values float32 [N, 3, ps, ps], grid_thws int64 [n, 3]); GIL released."""

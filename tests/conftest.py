@@ -1,0 +1,60 @@
+"""pytest configuration: hypothesis profiles and shared fixtures.
+
+Hypothesis profile: ``fast`` (default, CI) or ``slow``, chosen with the
+environment variable ``KIMI_HYPOTHESIS_PROFILE``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+TESTS_DIR = Path(__file__).resolve().parent
+if str(TESTS_DIR) not in sys.path:  # make `import reference, helpers` work in any import mode
+    sys.path.insert(0, str(TESTS_DIR))
+
+import helpers  # noqa: E402
+
+settings.register_profile(
+    "fast",
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.register_profile(
+    "slow",
+    max_examples=1000,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.load_profile(os.environ.get("KIMI_HYPOTHESIS_PROFILE", "fast"))
+
+
+@pytest.fixture(scope="session")
+def kimi():
+    """The package under test (imported lazily so collection reports import errors per test)."""
+    import kimi_k3_rs
+
+    return kimi_k3_rs
+
+
+@pytest.fixture(scope="session")
+def cases():
+    """The reported cases R01..R23, keyed by id."""
+    return helpers.cases_by_id()
+
+
+@pytest.fixture(scope="session")
+def ref_compat() -> str:
+    return helpers.REF_COMPAT
+
+
+@pytest.fixture(scope="session")
+def photos():
+    """The real photos (tests/data + the package's embedded rocket.jpg), loaded once."""
+    return {name: helpers.photo(name) for name in helpers.PHOTOS + ["rocket.jpg"]}

@@ -1,0 +1,112 @@
+"""Deterministic inputs for the Pillow-12 / Pillow-13 fingerprints.
+
+No numpy RNG: pixels come from an integer hash evaluated with wrapping uint32
+arithmetic, which gives the same bytes under numpy 1.26 and 2.x (and so under
+the Pillow 12.3.0 + numpy 1.26.4 environment that recorded ``pillow12.json``).
+Shared by ``make_fingerprints.py`` and ``tests/test_fingerprints.py``.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Dict, List
+
+import numpy as np
+from PIL import Image
+
+BANDS = {"L": 1, "LA": 2, "RGB": 3, "RGBA": 4}
+
+_U = np.uint32
+
+
+def hash_plane(w: int, h: int, channel: int, salt: int) -> np.ndarray:
+    """uint8 (h, w) plane: ((x*73856093) ^ (y*19349663) ^ (c*83492791)) mixed, mod 256."""
+    x = np.arange(w, dtype=np.uint32)[None, :]
+    y = np.arange(h, dtype=np.uint32)[:, None]
+    cterm = _U(((channel + 8 * salt) * 83492791) & 0xFFFFFFFF)  # Python int: no scalar overflow
+    v = (x * _U(73856093)) ^ (y * _U(19349663)) ^ cterm
+    v = v ^ (v >> _U(13))
+    v = v * _U(0x5BD1E995)
+    v = v ^ (v >> _U(15))
+    return (v >> _U(24)).astype(np.uint8)
+
+
+def hash_image(w: int, h: int, mode: str, salt: int = 0) -> Image.Image:
+    planes = [hash_plane(w, h, ch, salt) for ch in range(BANDS[mode])]
+    if mode in ("LA", "RGBA"):
+        a = planes[-1]
+        # make sure fully transparent and fully opaque pixels are common
+        a = np.where(a < 48, np.uint8(0), np.where(a > 200, np.uint8(255), a)).astype(np.uint8)
+        planes[-1] = a
+    arr = planes[0] if mode == "L" else np.stack(planes, axis=2)
+    img = Image.fromarray(np.ascontiguousarray(arr))
+    assert img.mode == mode, (img.mode, mode)
+    return img
+
+
+_BASE = {
+    "patch_size": 14,
+    "merge_kernel_size": 2,
+    "in_patch_limit": 16384,
+    "patch_limit_on_one_side": 512,
+    "fixed_output_tokens": None,
+    "image_mean": [0.5, 0.5, 0.5],
+    "image_std": [0.5, 0.5, 0.5],
+}
+_CHESS = {
+    "pattern": "chessboard",
+    "chessboard_square_size": 8,
+    "chessboard_square_on_top_left": True,
+    "chessboard_white_value": 255,
+    "chessboard_gray_value": 180,
+}
+
+
+def _k25(**kw: Any) -> Dict[str, Any]:
+    out = copy.deepcopy(_BASE)
+    out.update(kw)
+    return out
+
+
+def _k3(**kw: Any) -> Dict[str, Any]:
+    out = _k25(in_patch_limit=65536, transparent_bg_config=copy.deepcopy(_CHESS),
+               transparent_bg_fill_stage="after_resize")
+    out.update(kw)
+    return out
+
+
+CLIP = dict(image_mean=[0.48145466, 0.4578275, 0.40821073], image_std=[0.26862954, 0.26130258, 0.27577711])
+
+#: name -> (width, height, mode, salt, media_proc_cfg)
+CASES: Dict[str, Any] = {
+    # tall: Pillow 13 runs the vertical pass first
+    "tall_rgb_1242x2688_k25": (1242, 2688, "RGB", 1, _k25()),
+    "tall_rgb_1500x6000_k25": (1500, 6000, "RGB", 2, _k25()),
+    "tall_rgb_900x2400_k25_lim4000": (900, 2400, "RGB", 3, _k25(in_patch_limit=4000)),
+    "tall_rgba_700x2100_k3_lim3000": (700, 2100, "RGBA", 4, _k3(in_patch_limit=3000)),
+    "tall_l_600x1900_k3_lim2500": (600, 1900, "L", 5, _k3(in_patch_limit=2500)),
+    "tall_la_500x1600_k3_lim2000": (500, 1600, "LA", 6, _k3(in_patch_limit=2000)),
+    "tall_rgba_700x2100_k3before_lim3000": (700, 2100, "RGBA", 7,
+                                            _k3(in_patch_limit=3000, transparent_bg_fill_stage="before_resize")),
+    "tall_rgba_400x1500_after_none_lim1200": (400, 1500, "RGBA", 8,
+                                              _k3(in_patch_limit=1200, transparent_bg_config=None)),
+    "tall_rgb_640x2000_clip_lim2500": (640, 2000, "RGB", 9, _k25(in_patch_limit=2500, **CLIP)),
+    "tall_rgb_1300x3000_k3_lim9000": (1300, 3000, "RGB", 10, _k3(in_patch_limit=9000)),
+    # not vertical-first: both versions give the same bytes
+    "tall_but_hfirst_rgb_1244x2629_k25": (1244, 2629, "RGB", 11, _k25()),
+    "wide_rgb_2000x900_k25_lim3000": (2000, 900, "RGB", 12, _k25(in_patch_limit=3000)),
+    "square_rgba_1024x1024_k3_lim2000": (1024, 1024, "RGBA", 13, _k3(in_patch_limit=2000)),
+    "rgb_2600x1950_k25": (2600, 1950, "RGB", 14, _k25()),
+    "l_800x600_k25_lim1000": (800, 600, "L", 15, _k25(in_patch_limit=1000)),
+    "la_300x500_k3_lim300": (300, 500, "LA", 16, _k3(in_patch_limit=300)),
+    "tiny_rgba_3x5_k3": (3, 5, "RGBA", 17, _k3()),
+}
+
+
+def case_names() -> List[str]:
+    return sorted(CASES)
+
+
+def case_input(name: str):
+    w, h, mode, salt, media_proc_cfg = CASES[name]
+    return hash_image(w, h, mode, salt), copy.deepcopy(media_proc_cfg)

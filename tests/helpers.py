@@ -1,0 +1,321 @@
+"""Shared, import-only helpers of the test suite (no kimi_k3_rs import here).
+
+Input builders, the published configs as the spec states them, case loading
+and exact-comparison helpers.  ``conftest.py`` exposes some of them as
+fixtures; test modules import them directly (``tests/`` is on ``sys.path``).
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import struct
+import zlib
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
+from PIL import Image
+
+import reference
+
+TESTS_DIR = Path(__file__).resolve().parent
+DATA_DIR = TESTS_DIR / "data"
+REPO_DIR = TESTS_DIR.parent
+ROCKET = REPO_DIR / "python" / "kimi_k3_rs" / "data" / "rocket.jpg"
+PHOTOS = ["astronaut.png", "chelsea.png", "coffee.png", "camera.png"]
+CASES_JSON = Path(__file__).resolve().parents[2] / "shared" / "cases" / "reported-cases.json"
+
+#: the pillow_compat value the reference reproduces (the installed Pillow)
+REF_COMPAT = reference.PILLOW_COMPAT
+
+# ---------------------------------------------------------------------------
+# Published configs, written out from reference-spec.md section 1 (not taken
+# from the package, so that the presets can be checked against them).
+# ---------------------------------------------------------------------------
+
+K3_CHESSBOARD = {
+    "pattern": "chessboard",
+    "chessboard_square_size": 8,
+    "chessboard_square_on_top_left": True,
+    "chessboard_white_value": 255,
+    "chessboard_gray_value": 180,
+}
+
+#: the image keys of both presets (spec section 1 table)
+K25_IMAGE_KEYS: Dict[str, Any] = {
+    "patch_size": 14,
+    "merge_kernel_size": 2,
+    "in_patch_limit": 16384,
+    "patch_limit_on_one_side": 512,
+    "fixed_output_tokens": None,
+    "image_mean": [0.5, 0.5, 0.5],
+    "image_std": [0.5, 0.5, 0.5],
+}
+K3_IMAGE_KEYS: Dict[str, Any] = {
+    **K25_IMAGE_KEYS,
+    "in_patch_limit": 65536,
+    "transparent_bg_config": K3_CHESSBOARD,
+    "transparent_bg_fill_stage": "after_resize",
+}
+
+K25_CFG: Dict[str, Any] = {
+    **K25_IMAGE_KEYS,
+    "in_patch_limit_each_frame": 4096,
+    "in_patch_limit_video": None,
+    "sample_fps": 2.0,
+    "max_num_frames_each_video": None,
+    "temporal_merge_kernel_size": 4,
+    "timestamp_mode": "hh:mm:ss.fff",
+    "config_type": "media_proc.processors.moonvit.MoonViTMediaProcessorConfig",
+}
+K3_CFG: Dict[str, Any] = {
+    **K3_IMAGE_KEYS,
+    "in_patch_limit_each_frame": 16384,
+    "sample_fps": 8.0,
+    "temporal_merge_kernel_size": 4,
+    "config_type": "media_proc.processors.moonvit.MoonViTMediaProcessorConfig",
+}
+
+CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]
+CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
+
+PROFILES = {"kimi_k25": K25_CFG, "kimi_k3": K3_CFG}
+
+
+def cfg(base: str = "kimi_k25", **overrides: Any) -> Dict[str, Any]:
+    """A fresh copy of a published config with keys replaced / added."""
+    out = copy.deepcopy(PROFILES[base])
+    out.update(copy.deepcopy(overrides))
+    return out
+
+
+def k3_before(**overrides: Any) -> Dict[str, Any]:
+    return cfg("kimi_k3", transparent_bg_fill_stage="before_resize", **overrides)
+
+
+# ---------------------------------------------------------------------------
+# Input builders
+# ---------------------------------------------------------------------------
+
+BANDS = {"L": 1, "LA": 2, "RGB": 3, "RGBA": 4}
+
+
+def noise_array(w: int, h: int, mode: str = "RGB", seed: int = 0) -> np.ndarray:
+    """README noise recipe, as an array (L: 2-D)."""
+    c = BANDS[mode]
+    a = np.random.default_rng(seed).integers(0, 256, (h, w, c), dtype=np.uint8)
+    if mode == "L":
+        a = a[..., 0]
+    return a
+
+
+def pil(a: np.ndarray, mode: Optional[str] = None) -> Image.Image:
+    """``Image.fromarray`` with the mode implied by the array (checked)."""
+    img = Image.fromarray(np.ascontiguousarray(a))
+    if mode is not None:
+        assert img.mode == mode, (img.mode, mode)
+    return img
+
+
+def noise(w: int, h: int, mode: str = "RGB", seed: int = 0) -> Image.Image:
+    """README noise recipe: ``default_rng(seed).integers(0,256,(h,w,c))`` -> PIL."""
+    return pil(noise_array(w, h, mode, seed), mode)
+
+
+def solid(w: int, h: int, rgb: Sequence[int], mode: str = "RGB") -> Image.Image:
+    return Image.new(mode, (w, h), tuple(rgb) if len(rgb) > 1 else rgb[0])
+
+
+def hgradient(w: int, h: int, mode: str = "RGB") -> Image.Image:
+    """R=G=B=floor(x*255/(w-1))."""
+    row = (np.arange(w, dtype=np.int64) * 255 // max(w - 1, 1)).astype(np.uint8)
+    g = np.broadcast_to(row[None, :], (h, w))
+    if mode == "L":
+        return pil(g, "L")
+    return pil(np.repeat(g[:, :, None], 3, axis=2), "RGB")
+
+
+def vgradient(w: int, h: int, mode: str = "RGB") -> Image.Image:
+    """R=G=B=floor(y*255/(h-1))."""
+    col = (np.arange(h, dtype=np.int64) * 255 // max(h - 1, 1)).astype(np.uint8)
+    g = np.broadcast_to(col[:, None], (h, w))
+    if mode == "L":
+        return pil(g, "L")
+    return pil(np.repeat(g[:, :, None], 3, axis=2), "RGB")
+
+
+def color_gradient(w: int, h: int) -> np.ndarray:
+    """A smooth RGB test card (distinct channels), uint8 HxWx3."""
+    y, x = np.mgrid[0:h, 0:w].astype(np.int64)
+    r = x * 255 // max(w - 1, 1)
+    g = y * 255 // max(h - 1, 1)
+    b = ((x + y) * 255 // max(w + h - 2, 1)) ^ ((x // 7) & 1) * 40
+    return np.stack([r, g, b], axis=2).astype(np.uint8)
+
+
+def alpha_pattern_rgba(w: int, h: int, seed: int = 0, levels: Sequence[int] = (0, 37, 128, 255)) -> Image.Image:
+    """RGBA noise whose alpha takes only the given levels, in blocks and stripes."""
+    rng = np.random.default_rng(seed)
+    rgb = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+    y, x = np.mgrid[0:h, 0:w]
+    idx = ((x // 5) + (y // 3) * 3) % len(levels)
+    alpha = np.asarray(levels, dtype=np.uint8)[idx]
+    return pil(np.dstack([rgb, alpha]), "RGBA")
+
+
+def alpha_pattern_la(w: int, h: int, seed: int = 0, levels: Sequence[int] = (0, 37, 128, 255)) -> Image.Image:
+    rng = np.random.default_rng(seed)
+    lum = rng.integers(0, 256, (h, w), dtype=np.uint8)
+    y, x = np.mgrid[0:h, 0:w]
+    idx = ((x // 4) + (y // 6)) % len(levels)
+    alpha = np.asarray(levels, dtype=np.uint8)[idx]
+    return pil(np.dstack([lum, alpha]), "LA")
+
+
+def photo(name: str) -> Image.Image:
+    path = ROCKET if name == "rocket.jpg" else DATA_DIR / name
+    img = Image.open(path)
+    img.load()
+    return img
+
+
+def upscale(img: Image.Image, factor: int) -> Image.Image:
+    """A larger copy made by Pillow (so the published presets really resize)."""
+    return img.resize((img.width * factor, img.height * factor), Image.Resampling.BICUBIC)
+
+
+def encode(img: Image.Image, fmt: str, **kw: Any) -> bytes:
+    buf = io.BytesIO()
+    img.save(buf, fmt, **kw)
+    return buf.getvalue()
+
+
+def png_chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+
+def bomb_png(w: int = 100000, h: int = 100000) -> bytes:
+    """R19: a 65-byte PNG whose header claims w x h RGB (empty IDAT)."""
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + png_chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+        + png_chunk(b"IDAT", zlib.compress(b""))
+        + png_chunk(b"IEND", b"")
+    )
+
+
+# ---------------------------------------------------------------------------
+# Reported cases
+# ---------------------------------------------------------------------------
+
+
+def load_cases() -> List[Dict[str, Any]]:
+    with open(CASES_JSON, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def cases_by_id() -> Dict[str, Dict[str, Any]]:
+    return {c["id"]: c for c in load_cases()}
+
+
+def apply_overrides(base: Dict[str, Any], overrides: Dict[str, Any]) -> Dict[str, Any]:
+    """Apply a case's ``cfg_overrides`` (``__delete__``, ``__media_proc_cfg__``)."""
+    if "__media_proc_cfg__" in overrides:
+        out = copy.deepcopy(overrides["__media_proc_cfg__"])
+    else:
+        out = copy.deepcopy(base)
+    for key in overrides.get("__delete__", []):
+        out.pop(key, None)
+    for key, value in overrides.items():
+        if key.startswith("__") and key.endswith("__"):
+            continue
+        out[key] = copy.deepcopy(value)
+    return out
+
+
+def case_cfg(case: Dict[str, Any], profile: Optional[str] = None) -> Dict[str, Any]:
+    profile = profile or case["profile"]
+    assert isinstance(profile, str)
+    return apply_overrides(PROFILES[profile], case["cfg_overrides"])
+
+
+# ---------------------------------------------------------------------------
+# Output helpers
+# ---------------------------------------------------------------------------
+
+
+def grid_rows(grid_thws: Any) -> List[int]:
+    return [int(t) * int(h) * int(w) for t, h, w in np.asarray(grid_thws).tolist()]
+
+
+def split_by_grid(pixel_values: np.ndarray, grid_thws: Any) -> List[np.ndarray]:
+    out = []
+    start = 0
+    for rows in grid_rows(grid_thws):
+        out.append(pixel_values[start : start + rows])
+        start += rows
+    assert start == pixel_values.shape[0]
+    return out
+
+
+def pixel_at(pixel_values: np.ndarray, grid_thws: Any, x: int, y: int, index: int = 0) -> np.ndarray:
+    """The 3 normalised channel values at column x, row y of image ``index``
+    of a batch, read through the patch layout of spec section 3.5."""
+    ps = pixel_values.shape[-1]
+    block = split_by_grid(pixel_values, grid_thws)[index]
+    t, gh, gw = (int(v) for v in np.asarray(grid_thws)[index])
+    assert 0 <= y < gh * ps and 0 <= x < gw * ps
+    n = (y // ps) * gw + (x // ps)
+    return block[n, :, y % ps, x % ps]
+
+
+def unpatchify(pixel_values: np.ndarray, grid_thw: Any) -> np.ndarray:
+    """Inverse of the patch layout for one image: ``(Hp, Wp, 3)`` float32."""
+    t, gh, gw = (int(v) for v in grid_thw)
+    ps = pixel_values.shape[-1]
+    x = pixel_values.reshape(t, gh, gw, 3, ps, ps).transpose(0, 1, 4, 2, 5, 3)
+    return x.reshape(t, gh * ps, gw * ps, 3)[0]
+
+
+def describe_mismatch(actual: np.ndarray, expected: np.ndarray) -> str:
+    if actual.shape != expected.shape:
+        return f"shape {actual.shape} != {expected.shape}"
+    a = actual.view(np.uint32) if actual.dtype == np.float32 else actual
+    e = expected.view(np.uint32) if expected.dtype == np.float32 else expected
+    diff = np.argwhere(a != e)
+    first = tuple(int(v) for v in diff[0]) if len(diff) else None
+    msg = f"{len(diff)} of {a.size} values differ; first at {first}"
+    if first is not None:
+        msg += f": got {actual[first]!r}, expected {expected[first]!r}"
+        msg += f"; max |diff| = {float(np.max(np.abs(actual.astype(np.float64) - expected))):.6g}"
+    return msg
+
+
+def assert_bit_equal(actual: Any, expected: np.ndarray, what: str = "pixel_values") -> None:
+    actual = np.asarray(actual)
+    assert actual.dtype == expected.dtype, f"{what}: dtype {actual.dtype} != {expected.dtype}"
+    assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
+    if not np.array_equal(actual.view(np.uint8) if actual.dtype == np.float32 else actual,
+                          expected.view(np.uint8) if expected.dtype == np.float32 else expected):
+        raise AssertionError(f"{what}: {describe_mismatch(actual, expected)}")
+
+
+def assert_output_matches(out: Any, ref: Tuple[np.ndarray, np.ndarray]) -> None:
+    """``out`` (mapping from kimi_k3_rs) equals the reference bit for bit."""
+    ref_pv, ref_grid = ref
+    ps = ref_pv.shape[-1]
+    pv = out["pixel_values"]
+    grid = out["grid_thws"]
+    assert isinstance(pv, np.ndarray) and isinstance(grid, np.ndarray)
+    assert pv.dtype == np.float32, pv.dtype
+    assert grid.dtype == np.int64, grid.dtype
+    assert grid.ndim == 2 and grid.shape[1] == 3, grid.shape
+    assert pv.ndim == 4 and pv.shape[1:] == (3, ps, ps), pv.shape
+    assert_bit_equal(grid, ref_grid, "grid_thws")
+    assert_bit_equal(pv, ref_pv, "pixel_values")
+
+
+def iter_images(images: Any) -> Iterable[Any]:
+    return images if isinstance(images, list) else [images]

@@ -1,0 +1,195 @@
+"""The ``kimi-k3-rs preprocess`` command line (run as ``python -m kimi_k3_rs``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import kimi_k3_rs
+from helpers import (
+    K3_CFG,
+    K25_CFG,
+    REF_COMPAT,
+    ROCKET,
+    alpha_pattern_rgba,
+    assert_bit_equal,
+    cfg,
+    noise,
+    upscale,
+)
+from reference import navit_resize_image, reference_preprocess
+
+
+def run_cli(*args, cwd=None, exe=None):
+    cmd = ([exe] if exe else [sys.executable, "-m", "kimi_k3_rs"]) + ["preprocess", *map(str, args)]
+    env = dict(os.environ)
+    env.pop("PYTHONWARNINGS", None)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=cwd, env=env)
+
+
+def lines(text):
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def assert_line_describes(line, path, media_proc_cfg):
+    with Image.open(path) as img:
+        w, h = img.size
+    rc = navit_resize_image(w, h, media_proc_cfg["patch_size"], media_proc_cfg["merge_kernel_size"],
+                            media_proc_cfg["in_patch_limit"], media_proc_cfg["patch_limit_on_one_side"],
+                            media_proc_cfg.get("fixed_output_tokens"))
+    gh = (rc["new_height"] + rc["pad_height"]) // media_proc_cfg["patch_size"]
+    gw = (rc["new_width"] + rc["pad_width"]) // media_proc_cfg["patch_size"]
+    assert str(path) in line, line
+    assert f"{w}x{h}" in line, line
+    assert f"{rc['new_width']}x{rc['new_height']}" in line, line
+    assert f"1x{gh}x{gw}" in line, line
+    assert str(rc["num_tokens"]) in line, line
+    assert "ms" in line, line
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("cli")
+    big = upscale(Image.open(ROCKET).convert("RGB"), 4)  # 2560x1708: the K2.5 preset resizes it
+    paths = {
+        "big": folder / "big.png",
+        "alpha": folder / "alpha.png",
+        "tall": folder / "tall.png",
+        "bad": folder / "broken.png",
+    }
+    big.save(paths["big"])
+    alpha_pattern_rgba(500, 400, seed=3).save(paths["alpha"])
+    noise(1242, 2688, "RGB", 0).save(paths["tall"])
+    paths["bad"].write_bytes(b"\x89PNG\r\n\x1a\nthis is not a png")
+    return paths
+
+
+def test_no_path_runs_on_embedded_photo():
+    proc = run_cli()
+    assert proc.returncode == 0, proc.stderr
+    out = lines(proc.stdout)
+    assert len(out) == 1, proc.stdout
+    assert "rocket.jpg" in out[0]
+    with Image.open(ROCKET) as img:
+        w, h = img.size
+    assert f"{w}x{h}" in out[0]
+    assert proc.stderr.strip() == ""
+
+
+def test_console_script_installed():
+    exe = Path(sys.executable).with_name("kimi-k3-rs")
+    assert exe.exists(), f"{exe} missing: the [project.scripts] entry point is not installed"
+    proc = run_cli(exe=str(exe))
+    assert proc.returncode == 0, proc.stderr
+    assert len(lines(proc.stdout)) == 1
+
+
+def test_output_npz_matches_reference(files, tmp_path):
+    out = tmp_path / "x.npz"
+    proc = run_cli(files["alpha"], files["big"], "--output", out)
+    assert proc.returncode == 0, proc.stderr
+    printed = lines(proc.stdout)
+    assert len(printed) == 2
+    assert_line_describes(printed[0], files["alpha"], K3_CFG)  # default preset: kimi-k3
+    assert_line_describes(printed[1], files["big"], K3_CFG)
+    with np.load(out) as npz:
+        assert set(npz.files) >= {"pixel_values", "grid_thws", "paths"}
+        pv, grid, paths = npz["pixel_values"], npz["grid_thws"], npz["paths"]
+    assert [str(p) for p in paths.tolist()] == [str(files["alpha"]), str(files["big"])]
+    ref_pv, ref_grid = reference_preprocess([str(files["alpha"]), str(files["big"])], K3_CFG)
+    assert_bit_equal(grid, ref_grid, "grid_thws")
+    assert_bit_equal(pv, ref_pv, "pixel_values")
+
+
+def test_embedded_photo_npz(tmp_path):
+    out = tmp_path / "rocket.npz"
+    proc = run_cli("--preset", "kimi-k2.5", "--output", out)
+    assert proc.returncode == 0, proc.stderr
+    with np.load(out) as npz:
+        assert_bit_equal(npz["pixel_values"], reference_preprocess(str(ROCKET), K25_CFG)[0])
+
+
+def test_unreadable_file_among_good_ones(files, tmp_path):
+    missing = tmp_path / "does-not-exist.jpg"
+    out = tmp_path / "partial.npz"
+    proc = run_cli(files["alpha"], files["bad"], files["big"], missing, "--output", out)
+    assert proc.returncode == 1
+    printed = lines(proc.stdout)
+    assert len(printed) == 2, proc.stdout
+    assert_line_describes(printed[0], files["alpha"], K3_CFG)
+    assert_line_describes(printed[1], files["big"], K3_CFG)
+    errors = lines(proc.stderr)
+    assert len(errors) == 2, proc.stderr  # one line per bad file, no traceback
+    assert str(files["bad"]) in errors[0] and str(missing) in errors[1]
+    assert "Traceback" not in proc.stderr
+    with np.load(out) as npz:
+        ref_pv, ref_grid = reference_preprocess([str(files["alpha"]), str(files["big"])], K3_CFG)
+        assert_bit_equal(npz["grid_thws"], ref_grid, "grid_thws")
+        assert_bit_equal(npz["pixel_values"], ref_pv)
+
+
+def test_only_bad_files(files):
+    proc = run_cli(files["bad"])
+    assert proc.returncode == 1
+    assert lines(proc.stdout) == []
+    assert len(lines(proc.stderr)) == 1
+
+
+@pytest.mark.parametrize("preset,media_proc_cfg", [("kimi-k2.5", K25_CFG), ("kimi-k3", K3_CFG)])
+def test_preset(files, tmp_path, preset, media_proc_cfg):
+    out = tmp_path / "p.npz"
+    proc = run_cli(files["big"], "--preset", preset, "--output", out)
+    assert proc.returncode == 0, proc.stderr
+    assert_line_describes(lines(proc.stdout)[0], files["big"], media_proc_cfg)
+    with np.load(out) as npz:
+        assert_bit_equal(npz["pixel_values"], reference_preprocess(str(files["big"]), media_proc_cfg)[0])
+    if preset == "kimi-k2.5":
+        rc = navit_resize_image(2560, 1708, 14, 2, 16384, 512, None)
+        assert (rc["new_width"], rc["new_height"]) != (2560, 1708)  # the preset really resized
+
+
+@pytest.mark.parametrize("target", ["folder", "file"])
+def test_config_checkpoint(files, tmp_path, target):
+    media_proc_cfg = cfg("kimi_k3", in_patch_limit=900, transparent_bg_config={"pattern": "white"})
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    (folder / "preprocessor_config.json").write_text(
+        json.dumps({"auto_map": {"AutoImageProcessor": "x.Y"}, "media_proc_cfg": media_proc_cfg}),
+        encoding="utf-8")
+    out = tmp_path / "c.npz"
+    arg = folder if target == "folder" else folder / "preprocessor_config.json"
+    proc = run_cli(files["alpha"], "--config", arg, "--output", out)
+    assert proc.returncode == 0, proc.stderr
+    assert_line_describes(lines(proc.stdout)[0], files["alpha"], media_proc_cfg)
+    with np.load(out) as npz:
+        assert_bit_equal(npz["pixel_values"], reference_preprocess(str(files["alpha"]), media_proc_cfg)[0])
+
+
+def test_pillow_compat_option(files, tmp_path):
+    results = {}
+    for compat in ("12", "13", "auto"):
+        out = tmp_path / f"{compat}.npz"
+        proc = run_cli(files["tall"], "--preset", "kimi-k2.5", "--pillow-compat", compat, "--output", out)
+        assert proc.returncode == 0, proc.stderr
+        with np.load(out) as npz:
+            results[compat] = npz["pixel_values"]
+        want = kimi_k3_rs.preprocess(str(files["tall"]), K25_CFG,
+                                     pillow_compat=compat)["pixel_values"]
+        assert_bit_equal(results[compat], want)
+    assert not np.array_equal(results["12"], results["13"])  # 1242x2688 runs vertical first in 13
+    assert_bit_equal(results[REF_COMPAT], reference_preprocess(str(files["tall"]), K25_CFG)[0])
+    assert_bit_equal(results["auto"], results[REF_COMPAT])
+
+
+def test_bad_arguments():
+    proc = run_cli("--preset", "kimi-k9")
+    assert proc.returncode == 2
+    proc = run_cli("--pillow-compat", "14")
+    assert proc.returncode == 2
