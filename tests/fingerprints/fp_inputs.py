@@ -14,6 +14,8 @@ from typing import Any, Dict, List
 import numpy as np
 from PIL import Image
 
+from helpers import K3_CHESSBOARD, K25_IMAGE_KEYS  # the spec's published values
+
 BANDS = {"L": 1, "LA": 2, "RGB": 3, "RGBA": 4}
 
 _U = np.uint32
@@ -44,32 +46,14 @@ def hash_image(w: int, h: int, mode: str, salt: int = 0) -> Image.Image:
     return img
 
 
-_BASE = {
-    "patch_size": 14,
-    "merge_kernel_size": 2,
-    "in_patch_limit": 16384,
-    "patch_limit_on_one_side": 512,
-    "fixed_output_tokens": None,
-    "image_mean": [0.5, 0.5, 0.5],
-    "image_std": [0.5, 0.5, 0.5],
-}
-_CHESS = {
-    "pattern": "chessboard",
-    "chessboard_square_size": 8,
-    "chessboard_square_on_top_left": True,
-    "chessboard_white_value": 255,
-    "chessboard_gray_value": 180,
-}
-
-
 def _k25(**kw: Any) -> Dict[str, Any]:
-    out = copy.deepcopy(_BASE)
+    out = copy.deepcopy(K25_IMAGE_KEYS)
     out.update(kw)
     return out
 
 
 def _k3(**kw: Any) -> Dict[str, Any]:
-    out = _k25(in_patch_limit=65536, transparent_bg_config=copy.deepcopy(_CHESS),
+    out = _k25(in_patch_limit=65536, transparent_bg_config=copy.deepcopy(K3_CHESSBOARD),
                transparent_bg_fill_stage="after_resize")
     out.update(kw)
     return out
