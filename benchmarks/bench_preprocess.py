@@ -108,7 +108,7 @@ def main() -> int:
             t_pil = median_ms(lambda: kimi_k3_rs.preprocess(image, cfg), repeat)
             floor = (array.nbytes + ours["pixel_values"].nbytes) / bandwidth * 1e3
             print(
-                f"{width}x{height:<6} {name:<5} {sizes:<24} {t_ref:8.2f} {t_np:8.2f} {t_ref / t_np:5.1f}x"
+                f"{f'{width}x{height}':<11} {name:<5} {sizes:<24} {t_ref:8.2f} {t_np:8.2f} {t_ref / t_np:5.1f}x"
                 f" {t_pil:8.2f} {t_ref / t_pil:5.1f}x {floor:6.2f} {'yes' if exact else 'NO'}"
             )
     return 0
