@@ -52,3 +52,8 @@ def preprocess(
     resized_from: Optional[list[Optional[tuple[int, int]]]] = None,
 ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
     """(pixel_values float32 [N, 3, ps, ps], grid_thws int64 [n, 3]); GIL released."""
+
+def resize_bicubic(
+    image: npt.NDArray[np.uint8], new_width: int, new_height: int, *, pillow_compat: str
+) -> npt.NDArray[np.uint8]:
+    """Pillow BICUBIC resize of an HxW / HxWxC uint8 array (channels independent); GIL released."""

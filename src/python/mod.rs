@@ -220,6 +220,48 @@ fn preprocess<'py>(
     Ok((pixel_values.into_any(), grid.into_any()))
 }
 
+/// Pillow BICUBIC resize of one uint8 `HxW` / `HxWxC` array (C = 1..4, channels
+/// independent, no premultiplication); returns a new array of the new size.
+#[pyfunction]
+#[pyo3(signature = (image, new_width, new_height, *, pillow_compat))]
+fn resize_bicubic<'py>(
+    py: Python<'py>,
+    image: PyReadonlyArrayDyn<'py, u8>,
+    new_width: usize,
+    new_height: usize,
+    pillow_compat: &str,
+) -> PyResult<Bound<'py, PyAny>> {
+    let compat = PillowCompat::parse(pillow_compat).map_err(to_py_err)?;
+    let shape = image.shape().to_vec();
+    let (height, width, channels) = match *shape.as_slice() {
+        [h, w] => (h, w, 1),
+        [h, w, c] => (h, w, c),
+        _ => {
+            return Err(ImageError::new_err(format!(
+                "expected an HxW or HxWxC uint8 array, got shape {shape:?}"
+            )))
+        }
+    };
+    let data = image
+        .as_slice()
+        .map_err(|_| ImageError::new_err("array must be C-contiguous"))?;
+    ImageView::new(data, width, height, channels).map_err(to_py_err)?;
+    if new_width == 0 || new_height == 0 {
+        return Err(to_py_err(KimiError::EmptyImage {
+            width: new_width as u64,
+            height: new_height as u64,
+        }));
+    }
+    let out = py.detach(|| {
+        crate::resize::resize_bicubic(data, width, height, channels, new_width, new_height, compat)
+    });
+    let mut new_shape = vec![new_height, new_width];
+    if shape.len() == 3 {
+        new_shape.push(channels);
+    }
+    Ok(out.into_pyarray(py).reshape(new_shape)?.into_any())
+}
+
 #[pymodule(gil_used = false)]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -239,5 +281,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(navit_resize_config, m)?)?;
     m.add_function(wrap_pyfunction!(navit_resize_configs, m)?)?;
     m.add_function(wrap_pyfunction!(preprocess, m)?)?;
+    m.add_function(wrap_pyfunction!(resize_bicubic, m)?)?;
     Ok(())
 }
