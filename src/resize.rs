@@ -107,114 +107,323 @@ fn clip8(acc: i32) -> u8 {
     (acc >> PRECISION_BITS).clamp(0, 255) as u8
 }
 
-/// Rows handled together by the horizontal pass: their pixels are transposed
-/// into columns of `ROWS * C` bytes so that one output column is a weighted sum
-/// of contiguous input columns (the same shape as the vertical pass).
+/// `out[l] = clip8(2^21 + sum_t k[t] * src[(start + t) * stride + lane0 + l])` for
+/// every lane `l` of `out`: one output row of the vertical pass, or one output
+/// column of a transposed band of the horizontal pass. Scalar version.
+fn weighted_sum_scalar(
+    src: &[u8],
+    stride: usize,
+    start: usize,
+    lane0: usize,
+    k: &[i32],
+    out: &mut [u8],
+) {
+    for (l, o) in out.iter_mut().enumerate() {
+        let mut acc = ROUND_BIAS;
+        for (t, &kv) in k.iter().enumerate() {
+            acc += i32::from(src[(start + t) * stride + lane0 + l]) * kv;
+        }
+        *o = clip8(acc);
+    }
+}
+
+/// AVX2 version of [`weighted_sum_scalar`]: 32 lanes per step with the four
+/// accumulators held in registers across all taps. Integer sums are exact in
+/// any order, so the bytes equal the scalar ones.
+///
+/// # Safety
+/// The CPU must support AVX2, and `(start + k.len() - 1) * stride + out.len()`
+/// must not exceed `src.len()` (checked by the caller, [`weighted_sum`]).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[allow(
+    clippy::cast_ptr_alignment,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+unsafe fn weighted_sum_avx2(src: &[u8], stride: usize, start: usize, k: &[i32], out: &mut [u8]) {
+    use std::arch::x86_64::{
+        __m128i, __m256i, _mm256_add_epi32, _mm256_castsi256_si128, _mm256_cvtepu8_epi32,
+        _mm256_extracti128_si256, _mm256_mullo_epi32, _mm256_packs_epi32, _mm256_packus_epi16,
+        _mm256_permutevar8x32_epi32, _mm256_set1_epi32, _mm256_setr_epi32, _mm256_srai_epi32,
+        _mm256_storeu_si256, _mm_cvtsi128_si32, _mm_loadl_epi64,
+    };
+    #[inline(always)]
+    unsafe fn load8(p: *const u8) -> __m256i {
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64(p.cast::<__m128i>()))
+    }
+    let n = out.len();
+    let base = src.as_ptr().add(start * stride);
+    let bias = _mm256_set1_epi32(ROUND_BIAS);
+    let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    let mut l = 0;
+    while l + 32 <= n {
+        let (mut a0, mut a1, mut a2, mut a3) = (bias, bias, bias, bias);
+        for (t, &kv) in k.iter().enumerate() {
+            let p = base.add(t * stride + l);
+            let kk = _mm256_set1_epi32(kv);
+            a0 = _mm256_add_epi32(a0, _mm256_mullo_epi32(load8(p), kk));
+            a1 = _mm256_add_epi32(a1, _mm256_mullo_epi32(load8(p.add(8)), kk));
+            a2 = _mm256_add_epi32(a2, _mm256_mullo_epi32(load8(p.add(16)), kk));
+            a3 = _mm256_add_epi32(a3, _mm256_mullo_epi32(load8(p.add(24)), kk));
+        }
+        // >> 22, then saturate to i16 and to u8: clamp(acc >> 22, 0, 255) = clip8.
+        let w01 = _mm256_packs_epi32(_mm256_srai_epi32::<22>(a0), _mm256_srai_epi32::<22>(a1));
+        let w23 = _mm256_packs_epi32(_mm256_srai_epi32::<22>(a2), _mm256_srai_epi32::<22>(a3));
+        // The packs interleave 128-bit halves; put the 4-byte groups back in order.
+        let bytes = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(w01, w23), order);
+        _mm256_storeu_si256(out.as_mut_ptr().add(l).cast::<__m256i>(), bytes);
+        l += 32;
+    }
+    while l + 8 <= n {
+        let mut a = bias;
+        for (t, &kv) in k.iter().enumerate() {
+            a = _mm256_add_epi32(
+                a,
+                _mm256_mullo_epi32(load8(base.add(t * stride + l)), _mm256_set1_epi32(kv)),
+            );
+        }
+        let w = _mm256_packs_epi32(_mm256_srai_epi32::<22>(a), _mm256_srai_epi32::<22>(a));
+        let b = _mm256_packus_epi16(w, w);
+        let lo = _mm_cvtsi128_si32(_mm256_castsi256_si128(b)) as u32;
+        let hi = _mm_cvtsi128_si32(_mm256_extracti128_si256::<1>(b)) as u32;
+        out[l..l + 4].copy_from_slice(&lo.to_le_bytes());
+        out[l + 4..l + 8].copy_from_slice(&hi.to_le_bytes());
+        l += 8;
+    }
+    weighted_sum_scalar(src, stride, start, l, k, &mut out[l..]);
+}
+
+/// Dispatch [`weighted_sum_scalar`] / [`weighted_sum_avx2`].
+fn weighted_sum(
+    src: &[u8],
+    stride: usize,
+    start: usize,
+    k: &[i32],
+    out: &mut [u8],
+    path: SimdPath,
+) {
+    if k.is_empty() {
+        out.fill(clip8(ROUND_BIAS));
+        return;
+    }
+    assert!((start + k.len() - 1) * stride + out.len() <= src.len());
+    #[cfg(target_arch = "x86_64")]
+    if path == SimdPath::Avx2 {
+        // SAFETY: a `SimdPath::Avx2` reaches here only after `is_supported` (see
+        // `resize_bicubic_with`), and the bound on `src` is asserted just above.
+        unsafe { weighted_sum_avx2(src, stride, start, k, out) };
+        return;
+    }
+    weighted_sum_scalar(src, stride, start, 0, k, out);
+}
+
+/// Which implementation of the resize kernels runs. Every path gives the same bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SimdPath {
+    /// Portable Rust.
+    Scalar,
+    /// x86-64 AVX2 intrinsics.
+    Avx2,
+}
+
+impl SimdPath {
+    /// The fastest path this CPU supports.
+    #[must_use]
+    pub fn detect() -> Self {
+        if Self::Avx2.is_supported() {
+            Self::Avx2
+        } else {
+            Self::Scalar
+        }
+    }
+
+    /// Whether this CPU can run the path.
+    #[must_use]
+    pub fn is_supported(self) -> bool {
+        match self {
+            Self::Scalar => true,
+            #[cfg(target_arch = "x86_64")]
+            Self::Avx2 => std::arch::is_x86_feature_detected!("avx2"),
+            #[cfg(not(target_arch = "x86_64"))]
+            Self::Avx2 => false,
+        }
+    }
+
+    /// Lower-case name (`"scalar"`, `"avx2"`).
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Scalar => "scalar",
+            Self::Avx2 => "avx2",
+        }
+    }
+}
+
+/// Rows handled together by the horizontal pass. A band of `ROWS` rows is
+/// transposed so that byte `b` of every row becomes the contiguous column
+/// `columns[b * ROWS..(b + 1) * ROWS]`; then one output pixel is a weighted sum
+/// of contiguous `C * ROWS`-byte input pixel columns (the shape of the vertical
+/// pass), and the output columns are transposed back into rows.
 const ROWS: usize = 16;
-/// Accumulators of one output column: up to `ROWS * 4` channels.
-const MAX_LANES: usize = ROWS * 4;
+
+/// Transpose a 16 x 16 byte block: `dst[j * dst_stride + i] = src[i * src_stride + j]`.
+///
+/// # Safety
+/// `src + i * src_stride + [0, 16)` and `dst + j * dst_stride + [0, 16)` must be
+/// valid for `i, j < 16` (SSE2 is part of the x86-64 baseline).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[allow(clippy::cast_ptr_alignment, clippy::many_single_char_names)]
+unsafe fn transpose16(src: *const u8, src_stride: usize, dst: *mut u8, dst_stride: usize) {
+    use std::arch::x86_64::{
+        __m128i, _mm_loadu_si128, _mm_storeu_si128, _mm_unpackhi_epi16, _mm_unpackhi_epi32,
+        _mm_unpackhi_epi64, _mm_unpackhi_epi8, _mm_unpacklo_epi16, _mm_unpacklo_epi32,
+        _mm_unpacklo_epi64, _mm_unpacklo_epi8,
+    };
+    let ld = |i: usize| _mm_loadu_si128(src.add(i * src_stride).cast::<__m128i>());
+    let (a0, a1, a2, a3, a4, a5, a6, a7) = (ld(0), ld(1), ld(2), ld(3), ld(4), ld(5), ld(6), ld(7));
+    let (a8, a9, a10, a11) = (ld(8), ld(9), ld(10), ld(11));
+    let (a12, a13, a14, a15) = (ld(12), ld(13), ld(14), ld(15));
+    // Interleave bytes of row pairs, then 16-, 32- and 64-bit units.
+    let (b0, b1) = (_mm_unpacklo_epi8(a0, a1), _mm_unpackhi_epi8(a0, a1));
+    let (b2, b3) = (_mm_unpacklo_epi8(a2, a3), _mm_unpackhi_epi8(a2, a3));
+    let (b4, b5) = (_mm_unpacklo_epi8(a4, a5), _mm_unpackhi_epi8(a4, a5));
+    let (b6, b7) = (_mm_unpacklo_epi8(a6, a7), _mm_unpackhi_epi8(a6, a7));
+    let (b8, b9) = (_mm_unpacklo_epi8(a8, a9), _mm_unpackhi_epi8(a8, a9));
+    let (b10, b11) = (_mm_unpacklo_epi8(a10, a11), _mm_unpackhi_epi8(a10, a11));
+    let (b12, b13) = (_mm_unpacklo_epi8(a12, a13), _mm_unpackhi_epi8(a12, a13));
+    let (b14, b15) = (_mm_unpacklo_epi8(a14, a15), _mm_unpackhi_epi8(a14, a15));
+    let (c0, c1) = (_mm_unpacklo_epi16(b0, b2), _mm_unpackhi_epi16(b0, b2));
+    let (c2, c3) = (_mm_unpacklo_epi16(b1, b3), _mm_unpackhi_epi16(b1, b3));
+    let (c4, c5) = (_mm_unpacklo_epi16(b4, b6), _mm_unpackhi_epi16(b4, b6));
+    let (c6, c7) = (_mm_unpacklo_epi16(b5, b7), _mm_unpackhi_epi16(b5, b7));
+    let (c8, c9) = (_mm_unpacklo_epi16(b8, b10), _mm_unpackhi_epi16(b8, b10));
+    let (c10, c11) = (_mm_unpacklo_epi16(b9, b11), _mm_unpackhi_epi16(b9, b11));
+    let (c12, c13) = (_mm_unpacklo_epi16(b12, b14), _mm_unpackhi_epi16(b12, b14));
+    let (c14, c15) = (_mm_unpacklo_epi16(b13, b15), _mm_unpackhi_epi16(b13, b15));
+    let (d0, d1) = (_mm_unpacklo_epi32(c0, c4), _mm_unpackhi_epi32(c0, c4));
+    let (d2, d3) = (_mm_unpacklo_epi32(c1, c5), _mm_unpackhi_epi32(c1, c5));
+    let (d4, d5) = (_mm_unpacklo_epi32(c2, c6), _mm_unpackhi_epi32(c2, c6));
+    let (d6, d7) = (_mm_unpacklo_epi32(c3, c7), _mm_unpackhi_epi32(c3, c7));
+    let (d8, d9) = (_mm_unpacklo_epi32(c8, c12), _mm_unpackhi_epi32(c8, c12));
+    let (d10, d11) = (_mm_unpacklo_epi32(c9, c13), _mm_unpackhi_epi32(c9, c13));
+    let (d12, d13) = (_mm_unpacklo_epi32(c10, c14), _mm_unpackhi_epi32(c10, c14));
+    let (d14, d15) = (_mm_unpacklo_epi32(c11, c15), _mm_unpackhi_epi32(c11, c15));
+    let st = |j: usize, v: __m128i| _mm_storeu_si128(dst.add(j * dst_stride).cast::<__m128i>(), v);
+    for (j, (lo, hi)) in [
+        (d0, d8),
+        (d1, d9),
+        (d2, d10),
+        (d3, d11),
+        (d4, d12),
+        (d5, d13),
+        (d6, d14),
+        (d7, d15),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        st(2 * j, _mm_unpacklo_epi64(lo, hi));
+        st(2 * j + 1, _mm_unpackhi_epi64(lo, hi));
+    }
+}
+
+/// `dst[j][i] = rows[i][j]` for `i < 16`, `j < len`: the 16 rows' bytes `[0, len)`
+/// become `len` columns of 16 bytes, `dst` holding `len * 16` bytes.
+fn rows_to_columns(rows: &[&[u8]; ROWS], len: usize, dst: &mut [u8]) {
+    assert!(rows.iter().all(|r| r.len() >= len) && dst.len() >= len * ROWS);
+    let mut j = 0;
+    #[cfg(target_arch = "x86_64")]
+    while j + 16 <= len {
+        let mut block = [0u8; 256];
+        for (i, row) in rows.iter().enumerate() {
+            block[i * 16..i * 16 + 16].copy_from_slice(&row[j..j + 16]);
+        }
+        // SAFETY: `block` holds 256 bytes and `dst` `len * 16 >= (j + 16) * 16`.
+        unsafe { transpose16(block.as_ptr(), 16, dst.as_mut_ptr().add(j * ROWS), ROWS) };
+        j += 16;
+    }
+    for jj in j..len {
+        for (i, row) in rows.iter().enumerate() {
+            dst[jj * ROWS + i] = row[jj];
+        }
+    }
+}
+
+/// The inverse of [`rows_to_columns`]: `rows[i][j] = src[j * 16 + i]` for
+/// `i < rows.len()` (at most 16) and `j < len`.
+fn columns_to_rows(src: &[u8], len: usize, rows: &mut [&mut [u8]]) {
+    assert!(src.len() >= len * ROWS && rows.len() <= ROWS);
+    let mut j = 0;
+    #[cfg(target_arch = "x86_64")]
+    while j + 16 <= len {
+        let mut block = [0u8; 256];
+        // SAFETY: `src` holds `len * 16 >= (j + 16) * 16` bytes, `block` 256.
+        unsafe { transpose16(src.as_ptr().add(j * ROWS), ROWS, block.as_mut_ptr(), 16) };
+        for (i, row) in rows.iter_mut().enumerate() {
+            row[j..j + 16].copy_from_slice(&block[i * 16..i * 16 + 16]);
+        }
+        j += 16;
+    }
+    for jj in j..len {
+        for (i, row) in rows.iter_mut().enumerate() {
+            row[jj] = src[jj * ROWS + i];
+        }
+    }
+}
 
 /// Horizontal pass over rows `[row0, row0 + out_rows)` of `src` (`width` px, `C` channels).
-#[inline(always)]
-fn horizontal_impl<const C: usize>(
+fn horizontal<const C: usize>(
     src: &[u8],
     width: usize,
     row0: usize,
     out_rows: usize,
     coeffs: &Coefficients,
+    path: SimdPath,
 ) -> Vec<u8> {
-    let lanes = ROWS * C;
     let out_w = coeffs.bounds.len();
-    let out_row_len = out_w * C;
-    let in_row_len = width * C;
+    let (in_row_len, out_row_len) = (width * C, out_w * C);
     let mut out = vec![0u8; out_row_len * out_rows];
-    let mut columns = vec![0u8; width * lanes];
-    for band in (0..out_rows).step_by(ROWS) {
-        let rows = ROWS.min(out_rows - band);
-        // Transpose the band: columns[x][r * C + c] = src[row0 + band + r][x][c].
-        for r in 0..rows {
-            let y = row0 + band + r;
-            let row = &src[y * in_row_len..(y + 1) * in_row_len];
-            for (col, px) in columns.chunks_exact_mut(lanes).zip(row.chunks_exact(C)) {
-                col[r * C..(r + 1) * C].copy_from_slice(px);
-            }
-        }
-        let mut acc = [0i32; MAX_LANES];
-        let acc = &mut acc[..lanes];
-        for xx in 0..out_w {
+    let mut columns = vec![0u8; in_row_len * ROWS];
+    let mut out_columns = vec![0u8; out_row_len * ROWS];
+    for (band, out_band) in out.chunks_mut(out_row_len * ROWS).enumerate() {
+        let y0 = row0 + band * ROWS;
+        let rows = out_band.len() / out_row_len;
+        // Rows past the image end (last band) repeat its first row; their
+        // outputs are not written.
+        let inputs: [&[u8]; ROWS] = std::array::from_fn(|i| {
+            let y = y0 + if i < rows { i } else { 0 };
+            &src[y * in_row_len..(y + 1) * in_row_len]
+        });
+        rows_to_columns(&inputs, in_row_len, &mut columns);
+        for (xx, column) in out_columns.chunks_exact_mut(C * ROWS).enumerate() {
             let (start, k) = coeffs.taps(xx);
-            acc.fill(ROUND_BIAS);
-            for (t, &kv) in k.iter().enumerate() {
-                let col = &columns[(start + t) * lanes..(start + t + 1) * lanes];
-                for (a, &p) in acc.iter_mut().zip(col) {
-                    *a += i32::from(p) * kv;
-                }
-            }
-            for r in 0..rows {
-                let o = (band + r) * out_row_len + xx * C;
-                for c in 0..C {
-                    out[o + c] = clip8(acc[r * C + c]);
-                }
-            }
+            weighted_sum(&columns, C * ROWS, start, k, column, path);
         }
+        let mut outputs: Vec<&mut [u8]> = out_band.chunks_exact_mut(out_row_len).collect();
+        columns_to_rows(&out_columns, out_row_len, &mut outputs);
     }
     out
 }
 
 /// Vertical pass: every output row is a weighted sum of whole input rows
-/// (`row_len` bytes each), so it vectorises over the row.
-#[inline(always)]
-fn vertical_impl(src: &[u8], row_len: usize, coeffs: &Coefficients, row_offset: usize) -> Vec<u8> {
-    const BLOCK: usize = 1024;
+/// (`row_len` bytes each); input row `i` of `src` is image row `i + row_offset`.
+fn vertical(
+    src: &[u8],
+    row_len: usize,
+    coeffs: &Coefficients,
+    row_offset: usize,
+    path: SimdPath,
+) -> Vec<u8> {
     let out_h = coeffs.bounds.len();
     let mut out = vec![0u8; out_h * row_len];
-    let mut acc = [0i32; BLOCK];
     for (yy, out_row) in out.chunks_exact_mut(row_len).enumerate() {
         let (start, k) = coeffs.taps(yy);
-        let start = start - row_offset;
-        for (b, out_block) in out_row.chunks_mut(BLOCK).enumerate() {
-            let col = b * BLOCK;
-            let acc = &mut acc[..out_block.len()];
-            acc.fill(ROUND_BIAS);
-            for (t, &kv) in k.iter().enumerate() {
-                let row = &src[(start + t) * row_len + col..][..acc.len()];
-                for (a, &p) in acc.iter_mut().zip(row) {
-                    *a += i32::from(p) * kv;
-                }
-            }
-            for (o, &a) in out_block.iter_mut().zip(acc.iter()) {
-                *o = clip8(a);
-            }
-        }
+        weighted_sum(src, row_len, start - row_offset, k, out_row, path);
     }
     out
 }
-
-/// Instantiates a pass once for the baseline target and once compiled for AVX2
-/// (same source, so the same integer results), chosen at run time.
-macro_rules! dispatch {
-    ($name:ident, $avx2:ident, $imp:ident, <$($g:ident),*>, ($($arg:ident: $ty:ty),*)) => {
-        #[cfg(target_arch = "x86_64")]
-        #[target_feature(enable = "avx2")]
-        fn $avx2<$(const $g: usize),*>($($arg: $ty),*) -> Vec<u8> {
-            $imp::<$($g),*>($($arg),*)
-        }
-
-        fn $name<$(const $g: usize),*>($($arg: $ty),*) -> Vec<u8> {
-            #[cfg(target_arch = "x86_64")]
-            if std::arch::is_x86_feature_detected!("avx2") {
-                // SAFETY: the CPU supports AVX2, checked just above.
-                return unsafe { $avx2::<$($g),*>($($arg),*) };
-            }
-            $imp::<$($g),*>($($arg),*)
-        }
-    };
-}
-
-dispatch!(horizontal, horizontal_avx2, horizontal_impl, <C>,
-    (src: &[u8], width: usize, row0: usize, out_rows: usize, coeffs: &Coefficients));
-dispatch!(vertical, vertical_avx2, vertical_impl, <>,
-    (src: &[u8], row_len: usize, coeffs: &Coefficients, row_offset: usize));
 
 /// Whether Pillow runs the vertical pass first (Pillow 13 rule, reference-spec §5.1).
 #[must_use]
@@ -240,28 +449,40 @@ fn resize_c<const C: usize>(
     new_width: usize,
     new_height: usize,
     compat: PillowCompat,
+    path: SimdPath,
 ) -> Vec<u8> {
     let need_h = new_width != width;
     let need_v = new_height != height;
     match (need_h, need_v) {
         (false, false) => src.to_vec(),
-        (true, false) => {
-            horizontal::<C>(src, width, 0, height, &Coefficients::new(width, new_width))
-        }
-        (false, true) => vertical(src, width * C, &Coefficients::new(height, new_height), 0),
+        (true, false) => horizontal::<C>(
+            src,
+            width,
+            0,
+            height,
+            &Coefficients::new(width, new_width),
+            path,
+        ),
+        (false, true) => vertical(
+            src,
+            width * C,
+            &Coefficients::new(height, new_height),
+            0,
+            path,
+        ),
         (true, true) => {
             let ch = Coefficients::new(width, new_width);
             let cv = Coefficients::new(height, new_height);
             if vertical_first(compat, width, height, new_width, new_height) {
-                let tmp = vertical(src, width * C, &cv, 0);
-                horizontal::<C>(&tmp, width, 0, new_height, &ch)
+                let tmp = vertical(src, width * C, &cv, 0, path);
+                horizontal::<C>(&tmp, width, 0, new_height, &ch, path)
             } else {
                 // Only the input rows the vertical pass reads (Pillow's ybox crop).
                 let first = cv.bounds[0].0;
                 let (last_start, last_n) = cv.bounds[new_height - 1];
                 let rows = last_start + last_n - first;
-                let tmp = horizontal::<C>(src, width, first, rows, &ch);
-                vertical(&tmp, new_width * C, &cv, first)
+                let tmp = horizontal::<C>(src, width, first, rows, &ch, path);
+                vertical(&tmp, new_width * C, &cv, first, path)
             }
         }
     }
@@ -293,13 +514,42 @@ pub fn resize_bicubic(
     new_height: usize,
     compat: PillowCompat,
 ) -> Vec<u8> {
+    let path = SimdPath::detect();
+    resize_bicubic_with(
+        src, width, height, channels, new_width, new_height, compat, path,
+    )
+}
+
+/// [`resize_bicubic`] on a chosen [`SimdPath`] (for tests and benchmarks; every
+/// path gives the same bytes).
+///
+/// # Panics
+/// As [`resize_bicubic`], and when `path` is not supported by this CPU.
+#[must_use]
+#[allow(clippy::too_many_arguments)]
+pub fn resize_bicubic_with(
+    src: &[u8],
+    width: usize,
+    height: usize,
+    channels: usize,
+    new_width: usize,
+    new_height: usize,
+    compat: PillowCompat,
+    path: SimdPath,
+) -> Vec<u8> {
     assert!(width > 0 && height > 0 && new_width > 0 && new_height > 0);
     assert_eq!(src.len(), width * height * channels);
+    assert!(
+        path.is_supported(),
+        "{} is not supported by this CPU",
+        path.name()
+    );
+    let (w, h, nw, nh) = (width, height, new_width, new_height);
     match channels {
-        1 => resize_c::<1>(src, width, height, new_width, new_height, compat),
-        2 => resize_c::<2>(src, width, height, new_width, new_height, compat),
-        3 => resize_c::<3>(src, width, height, new_width, new_height, compat),
-        4 => resize_c::<4>(src, width, height, new_width, new_height, compat),
+        1 => resize_c::<1>(src, w, h, nw, nh, compat, path),
+        2 => resize_c::<2>(src, w, h, nw, nh, compat, path),
+        3 => resize_c::<3>(src, w, h, nw, nh, compat, path),
+        4 => resize_c::<4>(src, w, h, nw, nh, compat, path),
         _ => panic!("channels must be 1..=4, got {channels}"),
     }
 }
@@ -408,6 +658,66 @@ mod tests {
         let src = vec![77u8; 40 * 30 * 3];
         let out = resize_bicubic(&src, 40, 30, 3, 17, 11, PillowCompat::V13);
         assert!(out.iter().all(|&v| v == 77));
+    }
+
+    fn noise(n: usize, seed: u64) -> Vec<u8> {
+        let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        (0..n)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state.to_le_bytes()[7]
+            })
+            .collect()
+    }
+
+    #[test]
+    fn band_transposes_round_trip() {
+        for len in [0, 5, 16, 37, 64] {
+            let data = noise(len * ROWS, len as u64 + 3);
+            let rows: [&[u8]; ROWS] = std::array::from_fn(|i| &data[i * len..(i + 1) * len]);
+            let mut columns = vec![0u8; len * ROWS];
+            rows_to_columns(&rows, len, &mut columns);
+            for j in 0..len {
+                for i in 0..ROWS {
+                    assert_eq!(columns[j * ROWS + i], data[i * len + j]);
+                }
+            }
+            let mut back = vec![0u8; len * ROWS];
+            let mut outs: Vec<&mut [u8]> = back.chunks_exact_mut(len.max(1)).take(ROWS).collect();
+            if len > 0 {
+                columns_to_rows(&columns, len, &mut outs);
+                assert_eq!(back, data);
+            }
+        }
+    }
+
+    #[test]
+    fn every_simd_path_gives_the_scalar_bytes() {
+        let paths: Vec<SimdPath> = [SimdPath::Avx2]
+            .into_iter()
+            .filter(|p| p.is_supported())
+            .collect();
+        let cases = [
+            (1, 37, 29, 11, 7),
+            (3, 300, 200, 151, 99),
+            (3, 123, 457, 61, 228),
+            (4, 90, 70, 33, 70),
+            (2, 64, 64, 64, 17),
+            (3, 40, 30, 80, 60), // up-scale
+            (1, 1, 9, 1, 4),
+        ];
+        for (seed, &(c, w, h, nw, nh)) in cases.iter().enumerate() {
+            let src = noise(w * h * c, seed as u64 + 1);
+            for compat in [PillowCompat::V12, PillowCompat::V13] {
+                let want = resize_bicubic_with(&src, w, h, c, nw, nh, compat, SimdPath::Scalar);
+                for &path in &paths {
+                    let got = resize_bicubic_with(&src, w, h, c, nw, nh, compat, path);
+                    assert_eq!(got, want, "{} {c}x{w}x{h}->{nw}x{nh}", path.name());
+                }
+            }
+        }
     }
 
     #[test]
