@@ -4,7 +4,7 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use kimi_k3_rs::normalize::{pad_normalize_patchify, NormalizeLut, PatchSource};
+use kimi_k3_rs::normalize::{pad_normalize_patchify, NormalizeLut, PatchSource, ValueTable};
 use kimi_k3_rs::resize::{resize_bicubic, Coefficients};
 use kimi_k3_rs::{navit_resize_config, preprocess_image, ImageView, MediaProcConfig, PillowCompat};
 
@@ -86,7 +86,7 @@ fn resize(c: &mut Criterion) {
 
 fn normalize_patchify(c: &mut Criterion) {
     let mut group = c.benchmark_group("normalize_patchify");
-    let lut = NormalizeLut::new([0.5; 3], [0.5; 3]);
+    let table = ValueTable::float32(&NormalizeLut::new([0.5; 3], [0.5; 3]));
     for (w, h) in SIZES {
         let src = noise(w, h, 3);
         let (pw, ph) = (w.div_ceil(28) * 28, h.div_ceil(28) * 28);
@@ -101,7 +101,9 @@ fn normalize_patchify(c: &mut Criterion) {
                     height: h,
                     channels: 3,
                 };
-                b.iter(|| pad_normalize_patchify(black_box(&source), pw, ph, 14, &lut, &mut out));
+                b.iter(|| {
+                    pad_normalize_patchify(black_box(&source), pw, ph, 14, &table, &mut out, false)
+                });
             },
         );
     }

@@ -78,6 +78,9 @@ pub enum KimiError {
         /// Which quantity overflowed.
         what: &'static str,
     },
+    /// The thread pool could not be started (the OS refused threads).
+    #[error("cannot start the kimi_k3_rs thread pool: {0}")]
+    Threads(String),
     /// A caller-provided output slice has the wrong length.
     #[error("output buffer holds {len} values, expected {expected}")]
     OutputSize {

@@ -6,6 +6,7 @@ pub mod config;
 pub mod error;
 pub mod geometry;
 pub mod normalize;
+mod par;
 pub mod pipeline;
 pub mod resize;
 
@@ -15,4 +16,6 @@ mod python;
 pub use config::{Background, BackgroundPattern, FillStage, MediaProcConfig, PillowCompat};
 pub use error::KimiError;
 pub use geometry::{navit_resize_config, ResizeConfig};
-pub use pipeline::{preprocess_batch, preprocess_image, BatchOutput, ImageView};
+pub use pipeline::{
+    plan_batch, preprocess_batch, preprocess_image, run_batch, BatchOutput, BatchPlan, ImageView,
+};

@@ -5,6 +5,8 @@
 //! reproduces `media_utils.navit_patchify` (§3.5). Padding pixels are zeros
 //! before normalisation, so they read `lut[c][0]`.
 
+use crate::par::for_each_chunk;
+
 /// Per-channel lookup table `u8 -> f32` with the reference's three roundings:
 /// `a = f32(v / 255.0)`, `b = f32(f64(a) - mean)`, `y = f32(f64(b) * (1.0 / std))`.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,6 +38,43 @@ impl NormalizeLut {
     }
 }
 
+/// The values one call writes, per channel and `u8` input: float32, or the bits
+/// of bfloat16 / float16 rounded to nearest-even from the exact float32 value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValueTable<T> {
+    table: [[T; 256]; 3],
+}
+
+impl ValueTable<f32> {
+    /// The float32 values of `lut` (the reference's output).
+    #[must_use]
+    pub fn float32(lut: &NormalizeLut) -> Self {
+        Self { table: lut.table }
+    }
+}
+
+impl ValueTable<u16> {
+    /// bfloat16 bits of `lut`'s float32 values (`half::bf16::from_f32`, round to nearest even).
+    #[must_use]
+    pub fn bfloat16(lut: &NormalizeLut) -> Self {
+        Self {
+            table: lut
+                .table
+                .map(|row| row.map(|v| half::bf16::from_f32(v).to_bits())),
+        }
+    }
+
+    /// float16 bits of `lut`'s float32 values (`half::f16::from_f32`, round to nearest even).
+    #[must_use]
+    pub fn float16(lut: &NormalizeLut) -> Self {
+        Self {
+            table: lut
+                .table
+                .map(|row| row.map(|v| half::f16::from_f32(v).to_bits())),
+        }
+    }
+}
+
 /// An 8-bit interleaved image to patchify: `channels` bytes per pixel. With 3
 /// or 4 channels (RGB, RGBA) R, G, B are the first three bytes; with 1 or 2 (L,
 /// LA) the grey byte is replicated to R = G = B. A trailing alpha is ignored.
@@ -51,36 +90,39 @@ pub struct PatchSource<'a> {
     pub channels: usize,
 }
 
-/// Write `(padded_h / ps) * (padded_w / ps)` patches of `3 * ps * ps` f32 each
+/// Write `(padded_h / ps) * (padded_w / ps)` patches of `3 * ps * ps` values each
 /// into `out`, row-major over the patch grid, channel-first inside a patch:
-/// `out[n, c, py, px] = lut_c(pixel(i * ps + py, j * ps + px))` with
+/// `out[n, c, py, px] = table_c(pixel(i * ps + py, j * ps + px))` with
 /// `n = i * gw + j`; pixels outside `width x height` are 0 (bottom/right padding).
 ///
 /// # Arguments
 /// * `src` - the resized, unpadded image.
 /// * `padded_width`, `padded_height` - multiples of `patch_size`, at least the image size.
 /// * `patch_size` - patch edge in pixels.
+/// * `table` - output value per channel and byte.
 /// * `out` - exactly `gh * gw * 3 * ps * ps` values.
+/// * `parallel` - split the bands of patches over the current rayon pool.
 ///
 /// # Panics
 /// When `out` has the wrong length or the padded size is smaller than the image
 /// (the pipeline computes both from the same plan).
-pub fn pad_normalize_patchify(
+pub fn pad_normalize_patchify<T: Copy + Send + Sync + Default>(
     src: &PatchSource<'_>,
     padded_width: usize,
     padded_height: usize,
     patch_size: usize,
-    lut: &NormalizeLut,
-    out: &mut [f32],
+    table: &ValueTable<T>,
+    out: &mut [T],
+    parallel: bool,
 ) {
     let (gh, gw) = (padded_height / patch_size, padded_width / patch_size);
     assert_eq!(out.len(), gh * gw * 3 * patch_size * patch_size);
     assert!(src.width <= padded_width && src.height <= padded_height);
     match src.channels {
-        1 => patchify_c::<1>(src, gw, patch_size, lut, out),
-        2 => patchify_c::<2>(src, gw, patch_size, lut, out),
-        3 => patchify_c::<3>(src, gw, patch_size, lut, out),
-        4 => patchify_c::<4>(src, gw, patch_size, lut, out),
+        1 => patchify_c::<1, T>(src, gw, patch_size, table, out, parallel),
+        2 => patchify_c::<2, T>(src, gw, patch_size, table, out, parallel),
+        3 => patchify_c::<3, T>(src, gw, patch_size, table, out, parallel),
+        4 => patchify_c::<4, T>(src, gw, patch_size, table, out, parallel),
         n => panic!("channels must be 1..=4, got {n}"),
     }
 }
@@ -90,12 +132,13 @@ pub fn pad_normalize_patchify(
 /// prefetcher busy) and the band is assembled in a cache-resident scratch
 /// buffer, then copied out in one sequential `memcpy` (scattered stores straight
 /// to uncached output lines would stall on read-for-ownership misses).
-fn patchify_c<const C: usize>(
+fn patchify_c<const C: usize, T: Copy + Send + Sync + Default>(
     src: &PatchSource<'_>,
     gw: usize,
     ps: usize,
-    lut: &NormalizeLut,
-    out: &mut [f32],
+    table: &ValueTable<T>,
+    out: &mut [T],
+    parallel: bool,
 ) {
     let plane = ps * ps;
     let patch_len = 3 * plane;
@@ -103,11 +146,11 @@ fn patchify_c<const C: usize>(
         return;
     }
     let row_len = src.width * C;
-    let [t0, t1, t2] = &lut.table;
+    let [t0, t1, t2] = &table.table;
     let pad = [t0[0], t1[0], t2[0]];
-    let mut scratch = vec![0f32; gw * patch_len];
-    for (i, out_band) in out.chunks_exact_mut(gw * patch_len).enumerate() {
-        let band = scratch.as_mut_slice();
+    let band_len = gw * patch_len;
+    let scratch = || vec![T::default(); band_len];
+    for_each_chunk(out, band_len, parallel, scratch, |band, i, out_band| {
         for py in 0..ps {
             let y = i * ps + py;
             let row: &[u8] = if y < src.height {
@@ -145,7 +188,7 @@ fn patchify_c<const C: usize>(
             }
         }
         out_band.copy_from_slice(band);
-    }
+    });
 }
 
 #[cfg(test)]
@@ -175,7 +218,7 @@ mod tests {
         };
         let lut = NormalizeLut::new([0.0; 3], [1.0 / 255.0; 3]);
         let mut out = vec![0f32; 2 * 3 * 4];
-        pad_normalize_patchify(&src, 4, 2, 2, &lut, &mut out);
+        pad_normalize_patchify(&src, 4, 2, 2, &ValueTable::float32(&lut), &mut out, false);
         // With mean 0, std 1/255 the table is the identity.
         #[rustfmt::skip]
         let expected = [
@@ -183,5 +226,24 @@ mod tests {
             6., 0., 15., 0.,   7., 0., 16., 0.,    8., 0., 17., 0.,
         ];
         assert_eq!(out, expected);
+    }
+}
+
+#[cfg(test)]
+mod half_tests {
+    use super::*;
+
+    #[test]
+    fn half_tables_round_the_float32_values() {
+        let lut = NormalizeLut::new([0.5; 3], [0.5; 3]);
+        let bf = ValueTable::bfloat16(&lut);
+        let f16 = ValueTable::float16(&lut);
+        // -1.0, 1.0 are exact in both; 1/255*2-1 rounds.
+        assert_eq!(bf.table[0][0], 0xbf80);
+        assert_eq!(bf.table[0][255], 0x3f80);
+        assert_eq!(f16.table[0][0], 0xbc00);
+        assert_eq!(f16.table[2][255], 0x3c00);
+        // f32 -0.99215686 (0xbf7dfdfe) -> bf16 0xbf7e (round to nearest even).
+        assert_eq!(bf.table[1][1], 0xbf7e);
     }
 }

@@ -11,8 +11,11 @@ use crate::composite::composite;
 use crate::config::{FillStage, MediaProcConfig, PillowCompat};
 use crate::error::KimiError;
 use crate::geometry::{navit_resize_config, ResizeConfig};
-use crate::normalize::{pad_normalize_patchify, NormalizeLut, PatchSource};
-use crate::resize::{premultiply, resize_bicubic, unpremultiply};
+use rayon::iter::{IntoParallelIterator, ParallelIterator};
+
+use crate::normalize::{pad_normalize_patchify, NormalizeLut, PatchSource, ValueTable};
+use crate::par::install;
+use crate::resize::{premultiply, resize_bicubic_with, unpremultiply, Run, SimdPath};
 
 /// A borrowed 8-bit image: `height * width * channels` bytes, row-major, HWC.
 ///
@@ -127,13 +130,14 @@ fn drop_alpha(data: &[u8], channels: usize) -> Vec<u8> {
 }
 
 /// Run one image through the pipeline into `out` (its `pixel_values` rows).
-fn run_image(
+fn run_image<T: Copy + Send + Sync + Default>(
     image: &ImageView<'_>,
     r: &ResizeConfig,
     cfg: &MediaProcConfig,
-    lut: &NormalizeLut,
+    table: &ValueTable<T>,
     compat: PillowCompat,
-    out: &mut [f32],
+    run: Run,
+    out: &mut [T],
 ) {
     // Sizes come from a validated plan: they fit in usize because the pixels exist
     // (new sizes never exceed the original ones).
@@ -141,6 +145,9 @@ fn run_image(
     let (w, h, ch) = (image.width, image.height, image.channels);
     let has_alpha = ch == 2 || ch == 4;
     let needs_resize = image.resized_from.is_none() && (new_w, new_h) != (w, h);
+    let resize = |src: &[u8], channels: usize| {
+        resize_bicubic_with(src, w, h, channels, new_w, new_h, compat, run)
+    };
     let background = cfg.background();
     let mut pixels: Cow<'_, [u8]> = Cow::Borrowed(image.data);
     let mut channels = ch;
@@ -158,25 +165,21 @@ fn run_image(
                 }
             }
             if needs_resize {
-                pixels = Cow::Owned(resize_bicubic(
-                    &pixels, w, h, channels, new_w, new_h, compat,
-                ));
+                pixels = Cow::Owned(resize(&pixels, channels));
             }
         }
         FillStage::AfterResize => {
             // resize in the image's own mode (RGBA / LA premultiplied), then composite.
             if needs_resize {
-                let mut resized = if has_alpha {
+                pixels = Cow::Owned(if has_alpha {
                     let mut pre = pixels.into_owned();
                     premultiply(&mut pre, ch);
-                    let mut out = resize_bicubic(&pre, w, h, ch, new_w, new_h, compat);
-                    unpremultiply(&mut out, ch);
-                    out
+                    let mut resized = resize(&pre, ch);
+                    unpremultiply(&mut resized, ch);
+                    resized
                 } else {
-                    resize_bicubic(&pixels, w, h, ch, new_w, new_h, compat)
-                };
-                resized.shrink_to_fit();
-                pixels = Cow::Owned(resized);
+                    resize(&pixels, ch)
+                });
             }
             if has_alpha {
                 if let Some(bg) = &background {
@@ -187,7 +190,6 @@ fn run_image(
         }
     }
     // Any alpha still present is dropped by reading only the colour bytes.
-    let ps = usize::try_from(cfg.patch_size()).unwrap_or(usize::MAX);
     let source = PatchSource {
         data: &pixels,
         width: new_w,
@@ -198,10 +200,148 @@ fn run_image(
         &source,
         (r.new_width + r.pad_width) as usize,
         (r.new_height + r.pad_height) as usize,
-        ps,
-        lut,
+        cfg.patch_size() as usize,
+        table,
         out,
+        run.parallel,
     );
+}
+
+/// The sizing of a whole batch, computed before any pixel work.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchPlan {
+    /// The sizing of every image, in order.
+    pub resize_configs: Vec<ResizeConfig>,
+    /// `offsets[k]..offsets[k + 1]`: image `k`'s values in the flattened
+    /// `pixel_values` (`n_images + 1` entries, in values, not patches).
+    pub offsets: Vec<usize>,
+    /// `patch_size` of the config the plan was made with.
+    pub patch_size: usize,
+}
+
+impl BatchPlan {
+    /// Values of the whole batch: `sum(gh * gw) * 3 * ps * ps`.
+    #[must_use]
+    pub fn total_values(&self) -> usize {
+        self.offsets.last().copied().unwrap_or(0)
+    }
+
+    /// Patch rows of the whole batch (`pixel_values.shape[0]`).
+    #[must_use]
+    pub fn total_patches(&self) -> usize {
+        self.total_values() / (3 * self.patch_size * self.patch_size)
+    }
+
+    /// One `(1, gh, gw)` per image.
+    #[must_use]
+    pub fn grid_thws(&self) -> Vec<[u64; 3]> {
+        let ps = self.patch_size as u64;
+        self.resize_configs.iter().map(|r| r.grid_thw(ps)).collect()
+    }
+}
+
+/// Size every image of a batch and lay out its output (no pixel work).
+///
+/// # Errors
+/// Any error of [`plan`] for any image, or `KimiError::Overflow` when the
+/// output size overflows `usize`.
+pub fn plan_batch(images: &[ImageView<'_>], cfg: &MediaProcConfig) -> Result<BatchPlan, KimiError> {
+    let resize_configs = images
+        .iter()
+        .map(|im| plan(im, cfg))
+        .collect::<Result<Vec<_>, _>>()?;
+    let overflow = KimiError::Overflow {
+        what: "pixel_values",
+    };
+    let patch_size = usize::try_from(cfg.patch_size()).map_err(|_| overflow.clone())?;
+    let patch_len = patch_size
+        .checked_mul(patch_size)
+        .and_then(|n| n.checked_mul(3))
+        .ok_or_else(|| overflow.clone())?;
+    let mut offsets = Vec::with_capacity(images.len() + 1);
+    let mut total = 0usize;
+    offsets.push(0);
+    for r in &resize_configs {
+        total = r
+            .num_patches(cfg.patch_size())?
+            .checked_mul(patch_len)
+            .and_then(|n| total.checked_add(n))
+            .ok_or_else(|| overflow.clone())?;
+        offsets.push(total);
+    }
+    Ok(BatchPlan {
+        resize_configs,
+        offsets,
+        patch_size,
+    })
+}
+
+/// Run a planned batch into `out` (`plan.total_values()` values): images in
+/// order, each into its rows.
+///
+/// Source: `KimiK3VisionProcessor.preprocess` / `KimiK25VisionProcessor.preprocess`
+/// (checkpoint remote code) — `pixel_values = cat(per-image patches)`.
+///
+/// # Arguments
+/// * `images`, `plan` - the batch and its [`plan_batch`].
+/// * `cfg` - the config the plan was made with.
+/// * `table` - the output values ([`ValueTable::float32`] for the reference's float32).
+/// * `compat` - the Pillow resize pass order to reproduce.
+/// * `threads` - 1 runs on the calling thread; more run images of the batch
+///   and bands of each image on the crate's pool of that many threads.
+/// * `out` - the destination, `plan.total_values()` long.
+///
+/// # Errors
+/// `KimiError::OutputSize` when `out` has the wrong length; `KimiError::Threads`
+/// when a thread pool cannot be started.
+#[allow(clippy::too_many_arguments)]
+pub fn run_batch<T: Copy + Send + Sync + Default>(
+    images: &[ImageView<'_>],
+    plan: &BatchPlan,
+    cfg: &MediaProcConfig,
+    table: &ValueTable<T>,
+    compat: PillowCompat,
+    threads: usize,
+    out: &mut [T],
+) -> Result<(), KimiError> {
+    if out.len() != plan.total_values() {
+        return Err(KimiError::OutputSize {
+            len: out.len(),
+            expected: plan.total_values(),
+        });
+    }
+    let run = Run {
+        path: SimdPath::detect(),
+        parallel: threads > 1,
+    };
+    let work = || {
+        let mut slices = Vec::with_capacity(images.len());
+        let mut rest = out;
+        for k in 0..images.len() {
+            let (head, tail) = rest.split_at_mut(plan.offsets[k + 1] - plan.offsets[k]);
+            slices.push(head);
+            rest = tail;
+        }
+        let jobs: Vec<_> = images
+            .iter()
+            .zip(&plan.resize_configs)
+            .zip(slices)
+            .collect();
+        let job = |((image, r), o): ((&ImageView<'_>, &ResizeConfig), &mut [T])| {
+            run_image(image, r, cfg, table, compat, run, o);
+        };
+        if run.parallel {
+            jobs.into_par_iter().for_each(job);
+        } else {
+            jobs.into_iter().for_each(job);
+        }
+    };
+    if run.parallel {
+        install(threads, work).map_err(KimiError::Threads)
+    } else {
+        work();
+        Ok(())
+    }
 }
 
 /// Output of [`preprocess_batch`].
@@ -215,12 +355,11 @@ pub struct BatchOutput {
     pub resize_configs: Vec<ResizeConfig>,
 }
 
-/// Sizes every image, then allocates the batch output once and runs the pipeline
-/// on each image into its rows.
+/// Preprocess a batch on the calling thread into a new float32 buffer:
+/// [`plan_batch`] then [`run_batch`].
 ///
 /// Source: `KimiK3VisionProcessor.preprocess` / `KimiK25VisionProcessor.preprocess`
-/// (checkpoint remote code) — `pixel_values = cat(per-image patches)`,
-/// `grid_thws = stack(per-image grid)`.
+/// (checkpoint remote code).
 ///
 /// # Arguments
 /// * `images` - the batch; see [`ImageView`].
@@ -228,43 +367,20 @@ pub struct BatchOutput {
 /// * `compat` - the Pillow resize pass order to reproduce.
 ///
 /// # Errors
-/// Any error of [`plan`] for any image (raised before pixel work), or
-/// `KimiError::Overflow` when the output size overflows.
+/// Any error of [`plan_batch`] (raised before pixel work).
 pub fn preprocess_batch(
     images: &[ImageView<'_>],
     cfg: &MediaProcConfig,
     compat: PillowCompat,
 ) -> Result<BatchOutput, KimiError> {
-    let resize_configs = images
-        .iter()
-        .map(|im| plan(im, cfg))
-        .collect::<Result<Vec<_>, _>>()?;
-    let ps = cfg.patch_size();
-    let patch_len =
-        usize::try_from(3 * ps * ps).map_err(|_| KimiError::Overflow { what: "patch" })?;
-    let mut offsets = Vec::with_capacity(images.len() + 1);
-    let mut total = 0usize;
-    offsets.push(0);
-    for r in &resize_configs {
-        total = r
-            .num_patches(ps)?
-            .checked_mul(patch_len)
-            .and_then(|n| total.checked_add(n))
-            .ok_or(KimiError::Overflow {
-                what: "pixel_values",
-            })?;
-        offsets.push(total);
-    }
-    let mut pixel_values = vec![0f32; total];
-    let lut = NormalizeLut::new(cfg.image_mean(), cfg.image_std());
-    for (k, (image, r)) in images.iter().zip(&resize_configs).enumerate() {
-        let out = &mut pixel_values[offsets[k]..offsets[k + 1]];
-        run_image(image, r, cfg, &lut, compat, out);
-    }
+    let plan = plan_batch(images, cfg)?;
+    let mut pixel_values = vec![0f32; plan.total_values()];
+    let table = ValueTable::float32(&NormalizeLut::new(cfg.image_mean(), cfg.image_std()));
+    run_batch(images, &plan, cfg, &table, compat, 1, &mut pixel_values)?;
     Ok(BatchOutput {
         pixel_values,
-        grid_thws: resize_configs.iter().map(|r| r.grid_thw(ps)).collect(),
-        resize_configs,
+        grid_thws: plan.grid_thws(),
+        resize_configs: plan.resize_configs,
     })
 }
 

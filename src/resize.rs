@@ -8,6 +8,7 @@
 //! coefficient arithmetic is not, and keeps Pillow's operation order (no FMA).
 
 use crate::config::PillowCompat;
+use crate::par::for_each_chunk;
 
 /// Fixed-point precision of the 8-bit coefficients: `32 - 8 - 2`.
 pub const PRECISION_BITS: u32 = 22;
@@ -218,6 +219,16 @@ fn weighted_sum(
     weighted_sum_scalar(src, stride, start, 0, k, out);
 }
 
+/// How a resize runs: the kernel implementation and whether row bands run in
+/// parallel on the current rayon pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Run {
+    /// Kernel implementation.
+    pub path: SimdPath,
+    /// Split the passes over row bands on the current rayon pool.
+    pub parallel: bool,
+}
+
 /// Which implementation of the resize kernels runs. Every path gives the same bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SimdPath {
@@ -380,30 +391,35 @@ fn horizontal<const C: usize>(
     row0: usize,
     out_rows: usize,
     coeffs: &Coefficients,
-    path: SimdPath,
+    run: Run,
 ) -> Vec<u8> {
     let out_w = coeffs.bounds.len();
     let (in_row_len, out_row_len) = (width * C, out_w * C);
     let mut out = vec![0u8; out_row_len * out_rows];
-    let mut columns = vec![0u8; in_row_len * ROWS];
-    let mut out_columns = vec![0u8; out_row_len * ROWS];
-    for (band, out_band) in out.chunks_mut(out_row_len * ROWS).enumerate() {
-        let y0 = row0 + band * ROWS;
-        let rows = out_band.len() / out_row_len;
-        // Rows past the image end (last band) repeat its first row; their
-        // outputs are not written.
-        let inputs: [&[u8]; ROWS] = std::array::from_fn(|i| {
-            let y = y0 + if i < rows { i } else { 0 };
-            &src[y * in_row_len..(y + 1) * in_row_len]
-        });
-        rows_to_columns(&inputs, in_row_len, &mut columns);
-        for (xx, column) in out_columns.chunks_exact_mut(C * ROWS).enumerate() {
-            let (start, k) = coeffs.taps(xx);
-            weighted_sum(&columns, C * ROWS, start, k, column, path);
-        }
-        let mut outputs: Vec<&mut [u8]> = out_band.chunks_exact_mut(out_row_len).collect();
-        columns_to_rows(&out_columns, out_row_len, &mut outputs);
-    }
+    let scratch = || (vec![0u8; in_row_len * ROWS], vec![0u8; out_row_len * ROWS]);
+    for_each_chunk(
+        &mut out,
+        out_row_len * ROWS,
+        run.parallel,
+        scratch,
+        |(columns, out_columns), band, out_band| {
+            let y0 = row0 + band * ROWS;
+            let rows = out_band.len() / out_row_len;
+            // Rows past the image end (last band) repeat its first row; their
+            // outputs are not written.
+            let inputs: [&[u8]; ROWS] = std::array::from_fn(|i| {
+                let y = y0 + if i < rows { i } else { 0 };
+                &src[y * in_row_len..(y + 1) * in_row_len]
+            });
+            rows_to_columns(&inputs, in_row_len, columns);
+            for (xx, column) in out_columns.chunks_exact_mut(C * ROWS).enumerate() {
+                let (start, k) = coeffs.taps(xx);
+                weighted_sum(columns, C * ROWS, start, k, column, run.path);
+            }
+            let mut outputs: Vec<&mut [u8]> = out_band.chunks_exact_mut(out_row_len).collect();
+            columns_to_rows(out_columns, out_row_len, &mut outputs);
+        },
+    );
     out
 }
 
@@ -414,14 +430,20 @@ fn vertical(
     row_len: usize,
     coeffs: &Coefficients,
     row_offset: usize,
-    path: SimdPath,
+    run: Run,
 ) -> Vec<u8> {
     let out_h = coeffs.bounds.len();
     let mut out = vec![0u8; out_h * row_len];
-    for (yy, out_row) in out.chunks_exact_mut(row_len).enumerate() {
-        let (start, k) = coeffs.taps(yy);
-        weighted_sum(src, row_len, start - row_offset, k, out_row, path);
-    }
+    for_each_chunk(
+        &mut out,
+        row_len,
+        run.parallel,
+        || (),
+        |(), yy, out_row| {
+            let (start, k) = coeffs.taps(yy);
+            weighted_sum(src, row_len, start - row_offset, k, out_row, run.path);
+        },
+    );
     out
 }
 
@@ -449,7 +471,7 @@ fn resize_c<const C: usize>(
     new_width: usize,
     new_height: usize,
     compat: PillowCompat,
-    path: SimdPath,
+    run: Run,
 ) -> Vec<u8> {
     let need_h = new_width != width;
     let need_v = new_height != height;
@@ -461,28 +483,28 @@ fn resize_c<const C: usize>(
             0,
             height,
             &Coefficients::new(width, new_width),
-            path,
+            run,
         ),
         (false, true) => vertical(
             src,
             width * C,
             &Coefficients::new(height, new_height),
             0,
-            path,
+            run,
         ),
         (true, true) => {
             let ch = Coefficients::new(width, new_width);
             let cv = Coefficients::new(height, new_height);
             if vertical_first(compat, width, height, new_width, new_height) {
-                let tmp = vertical(src, width * C, &cv, 0, path);
-                horizontal::<C>(&tmp, width, 0, new_height, &ch, path)
+                let tmp = vertical(src, width * C, &cv, 0, run);
+                horizontal::<C>(&tmp, width, 0, new_height, &ch, run)
             } else {
                 // Only the input rows the vertical pass reads (Pillow's ybox crop).
                 let first = cv.bounds[0].0;
                 let (last_start, last_n) = cv.bounds[new_height - 1];
                 let rows = last_start + last_n - first;
-                let tmp = horizontal::<C>(src, width, first, rows, &ch, path);
-                vertical(&tmp, new_width * C, &cv, first, path)
+                let tmp = horizontal::<C>(src, width, first, rows, &ch, run);
+                vertical(&tmp, new_width * C, &cv, first, run)
             }
         }
     }
@@ -514,17 +536,20 @@ pub fn resize_bicubic(
     new_height: usize,
     compat: PillowCompat,
 ) -> Vec<u8> {
-    let path = SimdPath::detect();
+    let run = Run {
+        path: SimdPath::detect(),
+        parallel: false,
+    };
     resize_bicubic_with(
-        src, width, height, channels, new_width, new_height, compat, path,
+        src, width, height, channels, new_width, new_height, compat, run,
     )
 }
 
-/// [`resize_bicubic`] on a chosen [`SimdPath`] (for tests and benchmarks; every
-/// path gives the same bytes).
+/// [`resize_bicubic`] with a chosen [`Run`]: kernel path (every path gives the
+/// same bytes) and row-band parallelism on the current rayon pool.
 ///
 /// # Panics
-/// As [`resize_bicubic`], and when `path` is not supported by this CPU.
+/// As [`resize_bicubic`], and when `run.path` is not supported by this CPU.
 #[must_use]
 #[allow(clippy::too_many_arguments)]
 pub fn resize_bicubic_with(
@@ -535,21 +560,21 @@ pub fn resize_bicubic_with(
     new_width: usize,
     new_height: usize,
     compat: PillowCompat,
-    path: SimdPath,
+    run: Run,
 ) -> Vec<u8> {
     assert!(width > 0 && height > 0 && new_width > 0 && new_height > 0);
     assert_eq!(src.len(), width * height * channels);
     assert!(
-        path.is_supported(),
+        run.path.is_supported(),
         "{} is not supported by this CPU",
-        path.name()
+        run.path.name()
     );
     let (w, h, nw, nh) = (width, height, new_width, new_height);
     match channels {
-        1 => resize_c::<1>(src, w, h, nw, nh, compat, path),
-        2 => resize_c::<2>(src, w, h, nw, nh, compat, path),
-        3 => resize_c::<3>(src, w, h, nw, nh, compat, path),
-        4 => resize_c::<4>(src, w, h, nw, nh, compat, path),
+        1 => resize_c::<1>(src, w, h, nw, nh, compat, run),
+        2 => resize_c::<2>(src, w, h, nw, nh, compat, run),
+        3 => resize_c::<3>(src, w, h, nw, nh, compat, run),
+        4 => resize_c::<4>(src, w, h, nw, nh, compat, run),
         _ => panic!("channels must be 1..=4, got {channels}"),
     }
 }
@@ -695,7 +720,7 @@ mod tests {
 
     #[test]
     fn every_simd_path_gives_the_scalar_bytes() {
-        let paths: Vec<SimdPath> = [SimdPath::Avx2]
+        let paths: Vec<SimdPath> = [SimdPath::Scalar, SimdPath::Avx2]
             .into_iter()
             .filter(|p| p.is_supported())
             .collect();
@@ -711,10 +736,17 @@ mod tests {
         for (seed, &(c, w, h, nw, nh)) in cases.iter().enumerate() {
             let src = noise(w * h * c, seed as u64 + 1);
             for compat in [PillowCompat::V12, PillowCompat::V13] {
-                let want = resize_bicubic_with(&src, w, h, c, nw, nh, compat, SimdPath::Scalar);
+                let scalar = Run {
+                    path: SimdPath::Scalar,
+                    parallel: false,
+                };
+                let want = resize_bicubic_with(&src, w, h, c, nw, nh, compat, scalar);
                 for &path in &paths {
-                    let got = resize_bicubic_with(&src, w, h, c, nw, nh, compat, path);
-                    assert_eq!(got, want, "{} {c}x{w}x{h}->{nw}x{nh}", path.name());
+                    for parallel in [false, true] {
+                        let run = Run { path, parallel };
+                        let got = resize_bicubic_with(&src, w, h, c, nw, nh, compat, run);
+                        assert_eq!(got, want, "{run:?} {c}x{w}x{h}->{nw}x{nh}");
+                    }
                 }
             }
         }

@@ -1,12 +1,13 @@
 """Type stubs of the compiled module ``kimi_k3_rs._native`` (public docs live in the .py layer)."""
 
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 import numpy.typing as npt
 
 __version__: str
 build_profile: str
+simd_path: str
 
 class KimiK3Error(ValueError):
     """Base class of kimi_k3_rs errors."""
@@ -50,8 +51,11 @@ def preprocess(
     *,
     pillow_compat: str,
     resized_from: Optional[list[Optional[tuple[int, int]]]] = None,
-) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
-    """(pixel_values float32 [N, 3, ps, ps], grid_thws int64 [n, 3]); GIL released."""
+    out: Optional[npt.NDArray[Any]] = None,
+    dtype: str = "float32",
+    num_threads: int = 1,
+) -> tuple[npt.NDArray[Any], npt.NDArray[np.int64]]:
+    """(pixel_values [N, 3, ps, ps] float32, or uint16 bits of bfloat16/float16; grid_thws int64 [n, 3])."""
 
 def resize_bicubic(
     image: npt.NDArray[np.uint8], new_width: int, new_height: int, *, pillow_compat: str

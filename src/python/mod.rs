@@ -6,7 +6,9 @@
 //! `python/kimi_k3_rs/`.
 
 use numpy::ndarray::Array2;
-use numpy::{IntoPyArray, PyArrayMethods, PyReadonlyArrayDyn, PyUntypedArrayMethods};
+use numpy::{
+    Element, IntoPyArray, PyArray4, PyArrayMethods, PyReadonlyArrayDyn, PyUntypedArrayMethods,
+};
 use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -16,7 +18,8 @@ use crate::config::{
 };
 use crate::error::KimiError;
 use crate::geometry::navit_resize_config as core_navit_resize_config;
-use crate::pipeline::{preprocess_batch, ImageView};
+use crate::normalize::{NormalizeLut, ValueTable};
+use crate::pipeline::{plan_batch, run_batch, BatchPlan, ImageView};
 
 create_exception!(
     kimi_k3_rs,
@@ -49,6 +52,7 @@ fn to_py_err(err: KimiError) -> PyErr {
         | KimiError::PreResizedSize { .. }
         | KimiError::Overflow { .. }
         | KimiError::OutputSize { .. } => ImageError::new_err(msg),
+        KimiError::Threads(_) => KimiK3Error::new_err(msg),
     }
 }
 
@@ -151,18 +155,12 @@ fn navit_resize_configs(
 
 type Batch<'py> = (Bound<'py, PyAny>, Bound<'py, PyAny>);
 
-/// Preprocess uint8 HWC arrays; returns `(pixel_values, grid_thws)`.
-#[pyfunction]
-#[pyo3(signature = (images, config, *, pillow_compat, resized_from=None))]
-fn preprocess<'py>(
-    py: Python<'py>,
-    images: Vec<PyReadonlyArrayDyn<'py, u8>>,
-    config: &PyMediaProcConfig,
-    pillow_compat: &str,
-    resized_from: Option<Vec<Option<(u64, u64)>>>,
-) -> PyResult<Batch<'py>> {
-    let compat = PillowCompat::parse(pillow_compat).map_err(to_py_err)?;
-    if let Some(r) = &resized_from {
+/// Borrow the caller's arrays as core image views (no copy).
+fn image_views<'a>(
+    images: &'a [PyReadonlyArrayDyn<'_, u8>],
+    resized_from: Option<&[Option<(u64, u64)>]>,
+) -> PyResult<Vec<ImageView<'a>>> {
+    if let Some(r) = resized_from {
         if r.len() != images.len() {
             return Err(ImageError::new_err(format!(
                 "resized_from has {} entries for {} images",
@@ -187,37 +185,123 @@ fn preprocess<'py>(
             .as_slice()
             .map_err(|_| ImageError::new_err(format!("image {k}: array must be C-contiguous")))?;
         let mut view = ImageView::new(data, width, height, channels).map_err(to_py_err)?;
-        if let Some(Some((w, h))) = resized_from.as_ref().map(|r| r[k]) {
+        if let Some(Some((w, h))) = resized_from.map(|r| r[k]) {
             view = view.resized_from(w, h);
         }
         views.push(view);
     }
-    let cfg = &config.inner;
+    Ok(views)
+}
+
+/// Run a planned batch into a new array, or into the caller's `out` array
+/// (`[N, 3, ps, ps]`, C-contiguous, element type `T`), with the GIL released.
+#[allow(clippy::too_many_arguments)]
+fn run_into<'py, T: Element + Copy + Send + Sync + Default>(
+    py: Python<'py>,
+    views: &[ImageView<'_>],
+    plan: &BatchPlan,
+    cfg: &CoreConfig,
+    table: &ValueTable<T>,
+    compat: PillowCompat,
+    threads: usize,
+    out: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let ps = plan.patch_size;
+    let shape = [plan.total_patches(), 3, ps, ps];
     // The input buffers are borrowed, not copied: if another thread mutates an
     // input array during the call, the output for that image is unspecified
     // (but memory-safe: the borrow keeps the buffer alive and in place).
-    let out = py
-        .detach(|| preprocess_batch(&views, cfg, compat))
-        .map_err(to_py_err)?;
-    let ps = usize::try_from(cfg.patch_size())
-        .map_err(|_| ImageError::new_err("patch_size too large"))?;
-    let rows = out.pixel_values.len() / (3 * ps * ps);
-    let pixel_values = out
-        .pixel_values
-        .into_pyarray(py)
-        .reshape([rows, 3, ps, ps])?;
-    let grid = out
-        .grid_thws
+    let run =
+        |dst: &mut [T]| py.detach(|| run_batch(views, plan, cfg, table, compat, threads, dst));
+    match out {
+        None => {
+            let mut values = vec![T::default(); plan.total_values()];
+            run(&mut values).map_err(to_py_err)?;
+            Ok(values.into_pyarray(py).reshape(shape)?.into_any())
+        }
+        Some(out) => {
+            let array = out.cast::<PyArray4<T>>().map_err(|_| {
+                ImageError::new_err(format!(
+                    "out must be a 4-D {} numpy array, got {}",
+                    std::any::type_name::<T>(),
+                    out.get_type()
+                ))
+            })?;
+            if array.shape() != shape {
+                return Err(ImageError::new_err(format!(
+                    "out has shape {:?}, expected {shape:?}",
+                    array.shape()
+                )));
+            }
+            let mut guard = array
+                .try_readwrite()
+                .map_err(|e| ImageError::new_err(format!("out cannot be written: {e}")))?;
+            let dst = guard
+                .as_slice_mut()
+                .map_err(|_| ImageError::new_err("out must be C-contiguous"))?;
+            run(dst).map_err(to_py_err)?;
+            drop(guard);
+            Ok(out.clone())
+        }
+    }
+}
+
+/// Preprocess uint8 HWC arrays; returns `(pixel_values, grid_thws)`.
+#[pyfunction]
+#[pyo3(signature = (images, config, *, pillow_compat, resized_from=None, out=None, dtype="float32", num_threads=1))]
+#[allow(clippy::too_many_arguments, clippy::needless_pass_by_value)]
+fn preprocess<'py>(
+    py: Python<'py>,
+    images: Vec<PyReadonlyArrayDyn<'py, u8>>,
+    config: &PyMediaProcConfig,
+    pillow_compat: &str,
+    resized_from: Option<Vec<Option<(u64, u64)>>>,
+    out: Option<Bound<'py, PyAny>>,
+    dtype: &str,
+    num_threads: usize,
+) -> PyResult<Batch<'py>> {
+    let compat = PillowCompat::parse(pillow_compat).map_err(to_py_err)?;
+    if num_threads == 0 {
+        return Err(KimiK3Error::new_err(
+            "num_threads must be at least 1, got 0",
+        ));
+    }
+    let views = image_views(&images, resized_from.as_deref())?;
+    let cfg = &config.inner;
+    let plan = plan_batch(&views, cfg).map_err(to_py_err)?;
+    let lut = NormalizeLut::new(cfg.image_mean(), cfg.image_std());
+    let out = out.as_ref();
+    let pixel_values = match dtype {
+        "float32" => {
+            let table = ValueTable::float32(&lut);
+            run_into(py, &views, &plan, cfg, &table, compat, num_threads, out)?
+        }
+        "bfloat16" | "float16" => {
+            let table = if dtype == "bfloat16" {
+                ValueTable::bfloat16(&lut)
+            } else {
+                ValueTable::float16(&lut)
+            };
+            run_into::<u16>(py, &views, &plan, cfg, &table, compat, num_threads, out)?
+        }
+        other => {
+            return Err(KimiK3Error::new_err(format!(
+                "dtype must be 'float32', 'bfloat16' or 'float16', got {other:?}"
+            )))
+        }
+    };
+    let grid = plan
+        .grid_thws()
         .iter()
         .flatten()
         .map(|&v| {
             i64::try_from(v).map_err(|_| to_py_err(KimiError::Overflow { what: "grid_thws" }))
         })
         .collect::<PyResult<Vec<i64>>>()?;
-    let grid = Array2::from_shape_vec((out.grid_thws.len(), 3), grid)
+    let grid = Array2::from_shape_vec((plan.resize_configs.len(), 3), grid)
         .map_err(|e| ImageError::new_err(e.to_string()))?
         .into_pyarray(py);
-    Ok((pixel_values.into_any(), grid.into_any()))
+    Ok((pixel_values, grid.into_any()))
 }
 
 /// Pillow BICUBIC resize of one uint8 `HxW` / `HxWxC` array (C = 1..4, channels
@@ -266,6 +350,7 @@ fn resize_bicubic<'py>(
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("simd_path", crate::resize::SimdPath::detect().name())?;
     m.add(
         "build_profile",
         if cfg!(debug_assertions) {
