@@ -45,6 +45,9 @@ def navit_resize_configs(
 ) -> list[tuple[int, int, int, int, int]]:
     """navit_resize_config for many (width, height) pairs."""
 
+def count_image_tokens(sizes: npt.NDArray[np.int64], config: MediaProcConfig, /) -> npt.NDArray[np.int64]:
+    """num_tokens of every (width, height) row of an int64 [n, 2] array; GIL released."""
+
 def preprocess(
     images: list[npt.NDArray[np.uint8]],
     config: MediaProcConfig,

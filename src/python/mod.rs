@@ -7,7 +7,8 @@
 
 use numpy::ndarray::Array2;
 use numpy::{
-    Element, IntoPyArray, PyArray4, PyArrayMethods, PyReadonlyArrayDyn, PyUntypedArrayMethods,
+    Element, IntoPyArray, PyArray1, PyArray4, PyArrayMethods, PyReadonlyArray2, PyReadonlyArrayDyn,
+    PyUntypedArrayMethods,
 };
 use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
@@ -151,6 +152,44 @@ fn navit_resize_configs(
         .map(|&(w, h)| core_navit_resize_config(w, h, &config.inner).map(|r| resize_tuple(&r)))
         .collect::<Result<_, _>>()
         .map_err(to_py_err)
+}
+
+/// Token count of every `(width, height)` row of an int64 `[n, 2]` array.
+#[pyfunction]
+#[pyo3(signature = (sizes, config, /))]
+fn count_image_tokens<'py>(
+    py: Python<'py>,
+    sizes: PyReadonlyArray2<'py, i64>,
+    config: &PyMediaProcConfig,
+) -> PyResult<Bound<'py, PyArray1<i64>>> {
+    if sizes.shape()[1] != 2 {
+        return Err(ImageError::new_err(format!(
+            "sizes must have shape [n, 2] (width, height), got {:?}",
+            sizes.shape()
+        )));
+    }
+    let array = sizes.as_array();
+    let cfg = &config.inner;
+    let counts = py.detach(|| {
+        array
+            .rows()
+            .into_iter()
+            .map(|row| {
+                let (w, h) = (row[0], row[1]);
+                let side = |v: i64| {
+                    u64::try_from(v).map_err(|_| {
+                        ImageError::new_err(format!(
+                            "image sizes must be non-negative, got {w}x{h}"
+                        ))
+                    })
+                };
+                let r = core_navit_resize_config(side(w)?, side(h)?, cfg).map_err(to_py_err)?;
+                i64::try_from(r.num_tokens)
+                    .map_err(|_| to_py_err(KimiError::Overflow { what: "num_tokens" }))
+            })
+            .collect::<PyResult<Vec<i64>>>()
+    })?;
+    Ok(counts.into_pyarray(py))
 }
 
 type Batch<'py> = (Bound<'py, PyAny>, Bound<'py, PyAny>);
@@ -365,6 +404,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyMediaProcConfig>()?;
     m.add_function(wrap_pyfunction!(navit_resize_config, m)?)?;
     m.add_function(wrap_pyfunction!(navit_resize_configs, m)?)?;
+    m.add_function(wrap_pyfunction!(count_image_tokens, m)?)?;
     m.add_function(wrap_pyfunction!(preprocess, m)?)?;
     m.add_function(wrap_pyfunction!(resize_bicubic, m)?)?;
     Ok(())
