@@ -319,3 +319,112 @@ def assert_output_matches(out: Any, ref: Tuple[np.ndarray, np.ndarray]) -> None:
 
 def iter_images(images: Any) -> Iterable[Any]:
     return images if isinstance(images, list) else [images]
+
+
+# ---------------------------------------------------------------------------
+# Images in every PIL mode (issue #3), built from seeded noise
+# ---------------------------------------------------------------------------
+
+#: kinds accepted by :func:`mode_image` -> the PIL mode they produce
+MODE_KINDS: Dict[str, str] = {
+    "P": "P",
+    "P+int_trns": "P",  # GIF style: one transparent palette index
+    "P+bytes_trns": "P",  # PNG tRNS style: one alpha byte per palette entry
+    "P+rgba_palette": "P",  # palette with alpha, but no transparency entry
+    "1": "1",
+    "1+trns": "1",
+    "L+trns": "L",
+    "RGB+trns": "RGB",
+    "LA": "LA",
+    "CMYK": "CMYK",
+    "I;16": "I;16",
+    "I;16+trns": "I;16",
+    "I;16B": "I;16B",
+    "I": "I",
+    "F": "F",
+    "RGBX": "RGBX",
+    "YCbCr": "YCbCr",
+    "HSV": "HSV",
+    "LAB": "LAB",
+    "PA": "PA",
+    "RGBa": "RGBa",
+    "La": "La",
+}
+
+
+def _palette(rng: np.random.Generator, n: int = 256, channels: int = 3) -> List[int]:
+    return rng.integers(0, 256, n * channels, dtype=np.uint8).tolist()
+
+
+def mode_image(kind: str, w: int, h: int, seed: int = 0) -> Image.Image:
+    """A ``w`` x ``h`` image of the given kind (see :data:`MODE_KINDS`).
+
+    Pixels are seeded noise with structure where it matters: palette indices and L
+    values come from small sets so that the transparent index / value is common;
+    16/32-bit values mix 0..255 with values the conversion saturates or clamps.
+    """
+    rng = np.random.default_rng(seed)
+    size = (w, h)
+    if kind.startswith("P") and kind != "PA":
+        idx = rng.integers(0, 256, (h, w), dtype=np.uint8)
+        idx[rng.random((h, w)) < 0.3] = 7  # make index 7 common
+        img = Image.frombytes("P", size, idx.tobytes())
+        if kind == "P+rgba_palette":
+            img.putpalette(_palette(rng, channels=4), "RGBA")
+        else:
+            img.putpalette(_palette(rng))
+        if kind == "P+int_trns":
+            img.info["transparency"] = 7
+        elif kind == "P+bytes_trns":
+            alphas = np.asarray([0, 37, 128, 255, 200], np.uint8)[rng.integers(0, 5, 256)]
+            alphas[7] = 0
+            img.info["transparency"] = alphas.tobytes()
+        return img
+    if kind in ("1", "1+trns"):
+        bits = (rng.random((h, w)) < 0.5).astype(np.uint8) * 255
+        img = Image.fromarray(bits).convert("1", dither=Image.Dither.NONE)
+        if kind == "1+trns":
+            img.info["transparency"] = 255
+        return img
+    if kind == "L+trns":
+        lum = np.asarray([0, 60, 100, 101, 180, 255], np.uint8)[rng.integers(0, 6, (h, w))]
+        img = Image.fromarray(lum)
+        img.info["transparency"] = 100
+        return img
+    if kind == "RGB+trns":
+        img = Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8))
+        img.info["transparency"] = (0, 0, 0)
+        return img
+    if kind in ("I;16", "I;16+trns", "I;16B"):
+        small = rng.integers(0, 256, (h, w))
+        big = rng.integers(0, 65536, (h, w))
+        values = np.where(rng.random((h, w)) < 0.5, small, big).astype(np.uint16)
+        if kind == "I;16B":
+            return Image.frombytes("I;16B", size, values.astype(">u2").tobytes())
+        img = Image.frombytes("I;16", size, values.astype("<u2").tobytes())
+        if kind == "I;16+trns":
+            values[rng.random((h, w)) < 0.3] = 200
+            img = Image.frombytes("I;16", size, values.astype("<u2").tobytes())
+            img.info["transparency"] = 200
+        return img
+    if kind == "I":
+        values = rng.integers(-400, 700, (h, w)).astype(np.int32)
+        return Image.frombytes("I", size, values.astype("<i4").tobytes())
+    if kind == "F":
+        values = (rng.random((h, w)) * 500 - 100).astype(np.float32)
+        return Image.frombytes("F", size, values.astype("<f4").tobytes())
+    if kind in ("CMYK", "RGBX", "RGBa"):
+        return Image.frombytes(kind, size, rng.integers(0, 256, (h, w, 4), dtype=np.uint8).tobytes())
+    if kind in ("YCbCr", "HSV", "LAB"):
+        return Image.frombytes(kind, size, rng.integers(0, 256, (h, w, 3), dtype=np.uint8).tobytes())
+    if kind in ("LA", "La"):
+        a = rng.integers(0, 256, (h, w, 2), dtype=np.uint8)
+        a[..., 1] = np.asarray([0, 37, 128, 255], np.uint8)[rng.integers(0, 4, (h, w))]
+        return Image.frombytes(kind, size, a.tobytes())
+    if kind == "PA":
+        a = rng.integers(0, 256, (h, w, 2), dtype=np.uint8)
+        a[..., 1] = np.asarray([0, 37, 128, 255], np.uint8)[rng.integers(0, 4, (h, w))]
+        img = Image.frombytes("PA", size, a.tobytes())
+        img.putpalette(_palette(rng))
+        return img
+    raise KeyError(kind)

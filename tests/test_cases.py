@@ -405,6 +405,35 @@ def test_exif_orientation_not_applied(case_id, builder, tmp_path):
     assert exp["grid_thws"] != case["expected"]["with_opt_in_exif_transpose"]["grid_thws"]
 
 
+@pytest.mark.parametrize("case_id,builder", [("R14", r14_bytes), ("R15", r15_bytes)])
+def test_exif_orientation_opt_in(case_id, builder, tmp_path):
+    """``with_opt_in_exif_transpose``: the explicit flag rotates on every decode path."""
+    from PIL import ImageOps
+
+    case = CASES[case_id]
+    media_proc_cfg = case_cfg(case)
+    raw = builder()
+    exp = case["expected"]["with_opt_in_exif_transpose"]
+    rotated = ImageOps.exif_transpose(Image.open(io.BytesIO(raw)))
+    ref = reference_preprocess(rotated, media_proc_cfg)
+    assert ref[1].tolist() == exp["grid_thws"]
+    path = tmp_path / "exif.jpg"
+    path.write_bytes(raw)
+    with Image.open(path) as lazy:
+        items = [raw, str(path), path, lazy, {"type": "image", "image": raw}]
+        for item in items:
+            out = kimi_k3_rs.preprocess(item, media_proc_cfg, pillow_compat=REF_COMPAT, exif_transpose=True)
+            assert_output_matches(out, ref)
+        processor = kimi_k3_rs.KimiK3VisionProcessor(media_proc_cfg, exif_transpose=True)
+        assert_output_matches(processor.preprocess([{"type": "image", "image": raw}]), ref)
+        enc = kimi_k3_rs.prepare_kimi_k3_encoder_inputs(items, processor)
+        assert enc.grid_thws.tolist() == exp["grid_thws"] * len(items)
+        assert enc.num_tokens == [exp["num_tokens"]] * len(items)
+        assert enc.original_image_sizes == [[case["height"], case["width"]]] * len(items)
+        for got in enc.materialize():
+            assert np.array_equal(got.view(np.uint32), ref[0].view(np.uint32))
+
+
 # ---------------------------------------------------------------------------
 # R19 decompression bomb
 # ---------------------------------------------------------------------------

@@ -193,3 +193,42 @@ def test_bad_arguments():
     assert proc.returncode == 2
     proc = run_cli("--pillow-compat", "14")
     assert proc.returncode == 2
+
+
+def test_exif_transpose_option_and_other_modes(tmp_path, capsys):
+    """``--exif-transpose`` rotates (size and grid follow it); without it nothing rotates.
+    Palette, CMYK and 16-bit files go through the same command (run in-process)."""
+    from PIL import ImageOps
+
+    from kimi_k3_rs.cli import main
+
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    rotated_jpg = tmp_path / "rot.jpg"
+    with Image.open(ROCKET) as rocket:
+        upscale(rocket.convert("RGB"), 2).save(rotated_jpg, exif=exif.tobytes())  # 1280x854
+    gif = tmp_path / "pal.gif"
+    alpha_pattern_rgba(300, 200, seed=1).convert("P").save(gif)
+    cmyk = tmp_path / "cmyk.jpg"
+    noise(500, 300, "RGB", 2).convert("CMYK").save(cmyk)
+    grey16 = tmp_path / "grey16.png"
+    Image.frombytes("I;16", (64, 40), np.arange(64 * 40, dtype="<u2").tobytes()).save(grey16)
+    paths = [rotated_jpg, gif, cmyk, grey16]
+    media_proc_cfg = cfg("kimi_k25", in_patch_limit=2000)
+    config = tmp_path / "preprocessor_config.json"
+    config.write_text(json.dumps({"media_proc_cfg": media_proc_cfg}))
+    for flag in ([], ["--exif-transpose"]):
+        out = tmp_path / f"out{len(flag)}.npz"
+        assert main(["preprocess", *map(str, paths), "--config", str(config), "--output", str(out), *flag]) == 0
+        printed = lines(capsys.readouterr().out)
+        assert len(printed) == 4
+        with Image.open(rotated_jpg) as img:
+            (w, h) = img.size
+        assert (f"{h}x{w}" if flag else f"{w}x{h}") in printed[0]
+        refs = []
+        for path in paths:
+            with Image.open(path) as img:
+                refs.append(reference_preprocess(ImageOps.exif_transpose(img) if flag else img, media_proc_cfg))
+        with np.load(out) as npz:
+            assert_bit_equal(npz["pixel_values"], np.concatenate([r[0] for r in refs]))
+            assert_bit_equal(npz["grid_thws"], np.concatenate([r[1] for r in refs]))

@@ -1,11 +1,13 @@
 """The ``kimi-k3-rs`` command line: preprocess image files, print one line per image.
 
 ``kimi-k3-rs preprocess [PATH ...] [--preset kimi-k3|kimi-k2.5 | --config FILE_OR_FOLDER]
-[--pillow-compat auto|12|13] [--output out.npz]``
+[--pillow-compat auto|12|13] [--exif-transpose] [--output out.npz]``
 
 With no path it runs on the photograph shipped in the package (``data/rocket.jpg``,
 NASA, public domain). A file that cannot be read gets a one-line error on stderr, the
-others are still processed (and written), and the exit status is 1.
+others are still processed (and written), and the exit status is 1. Files are decoded
+as the checkpoint decodes them (Pillow, first frame, no EXIF rotation unless
+``--exif-transpose`` is given; the printed size then follows the orientation).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from PIL import Image
 
 from . import _native
 from .config import MediaProcConfig, kimi_k3_media_proc_cfg, kimi_k25_media_proc_cfg, load_media_proc_cfg
-from .processor import preprocess
+from .processor import _header_size, preprocess
 
 _PRESETS = {"kimi-k3": kimi_k3_media_proc_cfg, "kimi-k2.5": kimi_k25_media_proc_cfg}
 
@@ -40,6 +42,11 @@ def _parser() -> argparse.ArgumentParser:
     group.add_argument("--preset", choices=sorted(_PRESETS), default="kimi-k3", help="published config (default kimi-k3)")
     group.add_argument("--config", metavar="FILE_OR_FOLDER", help="preprocessor_config.json or a checkpoint folder")
     p.add_argument("--pillow-compat", choices=["auto", "12", "13"], default="auto", help="resize pass order (default: installed Pillow)")
+    p.add_argument(
+        "--exif-transpose",
+        action="store_true",
+        help="apply the EXIF orientation before preprocessing (the checkpoint does not)",
+    )
     p.add_argument("--output", metavar="OUT.npz", help="write pixel_values, grid_thws and paths to this .npz")
     return parser
 
@@ -58,8 +65,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         start = time.perf_counter()
         try:
             with Image.open(path) as image:
-                size = image.size
-                out = preprocess(image, config, pillow_compat=args.pillow_compat)
+                size = _header_size(image, args.exif_transpose)
+                out = preprocess(
+                    image, config, pillow_compat=args.pillow_compat, exif_transpose=args.exif_transpose
+                )
         except (OSError, ValueError) as exc:
             print(f"kimi-k3-rs: {path}: {exc}", file=sys.stderr)
             status = 1

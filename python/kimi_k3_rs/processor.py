@@ -20,7 +20,8 @@ from typing import Any, Optional, Union
 
 import numpy as np
 import numpy.typing as npt
-from PIL import Image
+import PIL
+from PIL import Image, ImageOps
 
 from . import _native
 from ._native import ImageError
@@ -34,8 +35,33 @@ __all__ = [
     "preprocess",
 ]
 
-#: Pillow modes whose 8-bit bands the Rust core takes as they are (HWC uint8).
+#: PIL modes whose 8-bit bands the Rust core takes as they are (HWC uint8): L, LA,
+#: RGB, RGBA; the core does their resize too (RGBA / LA premultiplied, as Pillow).
 _NATIVE_MODES = {"L": 1, "LA": 2, "RGB": 3, "RGBA": 4}
+
+#: Modes Pillow always resizes with NEAREST (``Image.resize`` forces it, reference-spec
+#: §5.2); Pillow's own resize is used for them (a cheap 8-bit index copy, whose result
+#: does not depend on the pass order).
+_NEAREST_MODES = frozenset({"P", "1"})
+
+#: 8-bit modes whose Pillow BICUBIC resize is the plain per-channel 8-bit resample of
+#: reference-spec §5.1 (no premultiplication): resized in Rust by
+#: ``_native.resize_bicubic``, which follows ``pillow_compat``.  ``L`` lands here only
+#: with a ``transparency`` entry under a background config.
+_RUST_RESIZE_MODES = frozenset({"L", "CMYK", "RGBX", "YCbCr", "HSV", "LAB", "RGBa", "La", "PA"})
+
+#: Bands that ``np.asarray`` gives as signed bytes but Pillow stores (and resamples) XOR 128:
+#: ``LAB``'s a and b. Resampling ``array ^ flip`` is Pillow's resample bit for bit (checked
+#: against Pillow 12.3.0 and 13.0.0).
+_SIGNED_BANDS = {"LAB": np.array([0, 128, 128], dtype=np.uint8)}
+
+#: 3-band modes, stored by Pillow in 4-byte pixels whose 4th byte its resample sets to 0.
+_THREE_BAND_MODES = frozenset({"YCbCr", "HSV", "LAB"})
+
+#: EXIF orientation values that ``ImageOps.exif_transpose`` acts on; 5..8 swap the sides.
+_EXIF_ORIENTATION_TAG = 0x0112
+_TRANSPOSING_ORIENTATIONS = frozenset(range(2, 9))
+_SIDE_SWAPPING_ORIENTATIONS = frozenset(range(5, 9))
 
 ImageInput = Union[Image.Image, npt.NDArray[np.uint8], bytes, str, "os.PathLike[str]", Mapping[str, Any]]
 
@@ -107,34 +133,111 @@ def _resize_dict(t: tuple[int, int, int, int, int]) -> dict[str, int]:
     }
 
 
-def _unwrap_media(item: Any) -> Any:
-    """Return the image of a ``{"type": "image", "image": ...}`` media dict, or ``item``."""
+# ---------------------------------------------------------------------------
+# inputs: media dicts, encoded data, torch tensors, numpy arrays, EXIF
+# ---------------------------------------------------------------------------
+
+
+def _split_media(item: Any) -> tuple[Any, Any]:
+    """``(image, content_hash)`` of a ``{"type": "image", "image": ...}`` dict, or ``(item, None)``."""
     if isinstance(item, Mapping):
         if item.get("type") != "image" or "image" not in item:
             raise ValueError(f"Unsupported Kimi-K3 encoder media item: {item}")
-        return item["image"]
-    return item
+        return item["image"], item.get("content_hash")
+    return item, None
+
+
+def _unwrap_media(item: Any) -> Any:
+    """Return the image of a ``{"type": "image", "image": ...}`` media dict, or ``item``."""
+    return _split_media(item)[0]
 
 
 def _decode(data: Any) -> Image.Image:
-    """Open encoded image data as the checkpoint's ``_to_pil`` does (no EXIF rotation), lazily."""
+    """Open encoded image data as the checkpoint's ``_to_pil`` does (no EXIF rotation), lazily.
+
+    ``bytes`` / ``bytearray`` / ``memoryview``: the encoded file; ``str`` starting with
+    ``data:``: base64 after the first comma; other ``str`` and ``os.PathLike``: a path.
+    Pillow picks the first frame of animated files.
+    """
     if isinstance(data, (bytes, bytearray, memoryview)):
         return Image.open(io.BytesIO(bytes(data)))
     if isinstance(data, str) and data.startswith("data:"):
-        return Image.open(io.BytesIO(base64.b64decode(data.split(",", 1)[1])))
+        head, comma, payload = data.partition(",")
+        if not comma:
+            raise ImageError(f"data: URL without a ',' before its payload: {data[:40]!r}")
+        return Image.open(io.BytesIO(base64.b64decode(payload)))
     if isinstance(data, (str, os.PathLike)):
         return Image.open(data)
     raise ValueError(f"Unsupported data type: {type(data)}")
 
 
+def _is_torch_tensor(data: Any) -> bool:
+    """Duck-typed ``torch.Tensor`` check that never imports torch."""
+    module = type(data).__module__
+    return (module == "torch" or module.startswith("torch.")) and hasattr(data, "numpy") and hasattr(data, "dtype")
+
+
+def _tensor_layout(tensor: Any) -> tuple[int, int, Optional[int], bool]:
+    """``(height, width, channels or None, chw)`` of a uint8 tensor, sglang's reading.
+
+    2-D is ``HW``; 3-D with a first dimension of 1, 3 or 4 is ``CHW``, any other 3-D
+    is ``HWC`` (``kimi_k3_image_processing.to_hwc_uint8``). Checks dtype and channels
+    with sglang's messages.
+    """
+    dtype = str(tensor.dtype)
+    if dtype != "torch.uint8":
+        raise ValueError(f"Kimi-K3 preprocessing expects raw uint8 pixels, got {dtype}")
+    shape = tuple(int(v) for v in tensor.shape)
+    if len(shape) == 2:
+        return shape[0], shape[1], None, False
+    if len(shape) == 3:
+        if shape[0] in (1, 3, 4):
+            return shape[1], shape[2], shape[0], True
+        if shape[2] not in (1, 2, 3, 4):
+            raise ValueError(f"Unsupported Kimi-K3 image channel count: {shape[2]}")
+        return shape[0], shape[1], shape[2], False
+    raise ImageError(f"expected an HW, CHW or HWC uint8 tensor, got shape {list(shape)}")
+
+
+def _tensor_array(tensor: Any) -> np.ndarray:
+    """A uint8 ``HxW`` / ``HxWxC`` numpy view of a torch tensor (copied off a GPU only)."""
+    _, _, _, chw = _tensor_layout(tensor)
+    if hasattr(tensor, "detach"):
+        tensor = tensor.detach()
+    device = getattr(tensor, "device", None)
+    if device is not None and getattr(device, "type", "cpu") != "cpu":
+        tensor = tensor.cpu()
+    array = np.asarray(tensor.numpy())
+    return array.transpose(1, 2, 0) if chw else array
+
+
+def _exif_orientation(image: Image.Image) -> Any:
+    """The EXIF Orientation value ``ImageOps.exif_transpose`` reads (1 when absent)."""
+    return image.getexif().get(_EXIF_ORIENTATION_TAG, 1)
+
+
+def _apply_exif(image: Image.Image, exif_transpose: bool) -> Image.Image:
+    """``ImageOps.exif_transpose(image)`` when asked and the orientation moves pixels."""
+    if exif_transpose and _exif_orientation(image) in _TRANSPOSING_ORIENTATIONS:
+        return ImageOps.exif_transpose(image)
+    return image
+
+
 @contextlib.contextmanager
-def _loaded(data: Any) -> Iterator[Union[Image.Image, np.ndarray]]:
-    """Yield the image of ``data``; a file this function opened is closed afterwards."""
-    if isinstance(data, (Image.Image, np.ndarray)):
+def _loaded(data: Any, exif_transpose: bool = False) -> Iterator[Union[Image.Image, np.ndarray]]:
+    """Yield the image of ``data`` (a PIL image or a uint8 array); a file this function
+    opened is closed afterwards. Tensors become numpy views; EXIF is applied on request."""
+    if isinstance(data, np.ndarray):
         yield data
         return
+    if _is_torch_tensor(data):
+        yield _tensor_array(data)
+        return
+    if isinstance(data, Image.Image):
+        yield _apply_exif(data, exif_transpose)
+        return
     with _decode(data) as image:
-        yield image
+        yield _apply_exif(image, exif_transpose)
 
 
 def _check_array(array: np.ndarray) -> None:
@@ -149,22 +252,129 @@ def _check_array(array: np.ndarray) -> None:
         raise ImageError(f"image width and height must be positive, got shape {array.shape}")
 
 
-def _image_size(image: Union[Image.Image, np.ndarray]) -> tuple[int, int]:
-    if isinstance(image, np.ndarray):
-        _check_array(image)
-        return int(image.shape[1]), int(image.shape[0])
-    return image.size
+def _header_size(data: Any, exif_transpose: bool) -> tuple[int, int]:
+    """``(width, height)`` of one input as the pixel path will see it, reading no pixels
+    where it can (file headers; tensor shapes; EXIF orientations 5..8 swap the sides)."""
+    if _is_torch_tensor(data):
+        height, width, _, _ = _tensor_layout(data)
+        if height == 0 or width == 0:
+            raise ImageError(f"image width and height must be positive, got shape {list(data.shape)}")
+        return width, height
+    with _loaded(data) as image:
+        if isinstance(image, np.ndarray):
+            _check_array(image)
+            return int(image.shape[1]), int(image.shape[0])
+        width, height = image.size
+        if exif_transpose and _exif_orientation(image) in _SIDE_SWAPPING_ORIENTATIONS:
+            return height, width
+        return width, height
 
 
-def _has_alpha(image: Image.Image) -> bool:
-    return "A" in image.getbands() or "transparency" in image.info
+# ---------------------------------------------------------------------------
+# PIL modes: the reference's mode steps, with the resample in Rust where it is 8-bit
+# ---------------------------------------------------------------------------
 
 
-def _to_composite_input(image: Image.Image, cfg: MediaProcConfig) -> Image.Image:
-    """The image ``fill_transparent_bg_with`` works on: RGB, or RGBA when it composites."""
-    if cfg.transparent_bg_config is None or image.mode == "RGB" or not _has_alpha(image):
-        return image.convert("RGB")
-    return image.convert("RGBA")
+def _convert(image: Image.Image, mode: str) -> Image.Image:
+    """``image.convert(mode)``; Pillow's ``ValueError`` becomes a clear :class:`ImageError`."""
+    try:
+        return image.convert(mode)
+    except ValueError as exc:
+        raise ImageError(
+            f"cannot convert a mode {image.mode} image to {mode} (Pillow: {exc}); "
+            "the checkpoint's processor fails on it the same way"
+        ) from exc
+
+
+def _composite_input(image: Image.Image, cfg: MediaProcConfig, *, owned: bool) -> np.ndarray:
+    """What ``fill_transparent_bg_with(image, bg)`` starts from, as a uint8 array.
+
+    The Rust core then does the rest of reference-spec §4.2 on it: composite an RGBA
+    (or LA) array onto the background, or drop its alpha when ``bg`` is None.
+
+    * L / LA / RGB / RGBA (L only without ``transparency`` or without a background):
+      the bands as they are (no Pillow step).
+    * ``bg`` None: ``convert("RGB")``. A ``P`` image whose ``transparency`` is bytes
+      (PNG ``tRNS``) is converted from a copy without that entry: the same pixels,
+      without the warning Pillow gives because bytes cannot be carried into RGB.
+    * ``bg`` set: ``convert("RGBA")`` when the image has an ``A`` band or a
+      ``transparency`` entry, else ``convert("RGB")``.
+
+    ``owned``: ``image`` is ours (a resize result), so it may be changed in place.
+    """
+    mode = image.mode
+    bg = cfg.transparent_bg_config
+    has_transparency = "transparency" in image.info
+    if mode in ("RGB", "RGBA", "LA") or (mode == "L" and (bg is None or not has_transparency)):
+        return np.asarray(image)
+    if bg is None:
+        if mode == "P" and isinstance(image.info.get("transparency"), bytes):
+            if not owned:
+                image = image.copy()
+            del image.info["transparency"]
+        return np.asarray(_convert(image, "RGB"))
+    if "A" in image.getbands() or has_transparency:
+        return np.asarray(_convert(image, "RGBA"))
+    return np.asarray(_convert(image, "RGB"))
+
+
+def _delegated_resize_order_check(mode: str, size: tuple[int, int], new_size: tuple[int, int], compat: str) -> None:
+    """Refuse a Pillow-resized mode when ``pillow_compat`` is not the installed Pillow's
+    order and the order changes the bytes (both passes run, vertical-first rule holds)."""
+    installed = resolve_pillow_compat("auto")
+    if compat == installed:
+        return
+    (width, height), (new_width, new_height) = size, new_size
+    dh, dw = height - new_height, width - new_width
+    if dw != 0 and dh > 0 and dh > 2 * dw:
+        raise ImageError(
+            f"mode {mode} images are resized by the installed Pillow {PIL.__version__} "
+            f"(its 16/32-bit resample), whose pass order is pillow_compat={installed!r}, not "
+            f"{compat!r}, and the order changes the result for {width}x{height} -> "
+            f"{new_width}x{new_height}; use pillow_compat='auto'"
+        )
+
+
+def _resize_in_mode(image: Image.Image, new_size: tuple[int, int], compat: str) -> Image.Image:
+    """``image.resize(new_size, BICUBIC)`` in the image's own mode, as Pillow does it
+    (reference-spec §5.2), for every mode but L / LA / RGB / RGBA (done by the core).
+
+    * ``P``, ``1``: Pillow's own resize (it forces NEAREST; palette and ``info`` kept).
+    * CMYK, RGBX, YCbCr, HSV, LAB, RGBa, La, PA, L (with ``transparency``): the 8-bit
+      per-channel bicubic in Rust (``pillow_compat`` honoured), then a PIL image of the
+      same mode with the bytes and ``info`` that Pillow's resize gives (padding byte 0
+      for 3-band modes; an empty palette for PA, as Pillow's resample leaves it).
+    * Anything else (``I;16``, ``I;16L``, ``I;16B``, ``I;16N``, ``I``, ``F``): Pillow's
+      own 16/32-bit resize; :class:`ImageError` when ``pillow_compat`` asks for the other
+      Pillow's pass order on a size where the order matters.
+    """
+    mode = image.mode
+    if mode in _NEAREST_MODES:
+        return image.resize(new_size, Image.Resampling.BICUBIC)  # Pillow switches to NEAREST
+    if mode not in _RUST_RESIZE_MODES:
+        _delegated_resize_order_check(mode, image.size, new_size, compat)
+        return image.resize(new_size, Image.Resampling.BICUBIC)
+    array = np.asarray(image)
+    flip = _SIGNED_BANDS.get(mode)
+    if flip is not None:
+        array = array ^ flip  # the bytes Pillow stores (and resamples) for LAB
+    resized = _native.resize_bicubic(array, new_size[0], new_size[1], pillow_compat=compat)
+    if mode in _THREE_BAND_MODES:
+        # Pillow stores 3 bands in 4-byte pixels and its resample zeroes the 4th byte,
+        # which LAB -> RGBA (LittleCMS) copies into the alpha; ``merge`` writes it as 0 too
+        # (``frombuffer`` would write 255) and takes the bands as Pillow stores them (LAB's
+        # a and b still XOR 128, so no flip back).
+        out = Image.merge(mode, [Image.fromarray(np.ascontiguousarray(resized[..., i])) for i in range(3)])
+    elif mode == "PA":
+        # Pillow's BICUBIC resize of PA returns an image whose palette is empty (its
+        # resample does not copy it), so the checkpoint sees black colours with the
+        # resized alpha; a new PA image has that same empty palette.
+        out = Image.new("PA", new_size)
+        out.frombytes(resized.tobytes())
+    else:
+        out = Image.frombuffer(mode, new_size, resized, "raw", mode, 0, 1)
+    out.info = image.info.copy()
+    return out
 
 
 def _pixels(
@@ -172,32 +382,29 @@ def _pixels(
 ) -> tuple[np.ndarray, Optional[tuple[int, int]]]:
     """Turn one loaded image into (uint8 HWC array, original size if already resized).
 
-    Arrays and PIL ``L`` (without ``transparency``), ``LA``, ``RGB``, ``RGBA`` go to
-    Rust as they are. Other modes take Pillow's own steps where the reference uses
-    them: before the resize, ``convert`` (as ``fill_transparent_bg_with`` does);
-    under ``after_resize``, Pillow's ``resize`` in the image's own mode (NEAREST for
-    ``P`` / ``1``), then ``convert``; Rust then composites, pads and normalises.
+    Arrays and PIL ``L`` (without ``transparency``, or with no background), ``LA``,
+    ``RGB``, ``RGBA`` go to Rust as they are. For other modes the reference's mode steps
+    run here (reference-spec §3.1, §4.1, §5.2): before the resize, Pillow's ``convert``
+    (as ``fill_transparent_bg_with`` does); under ``after_resize``, the resize in the
+    image's own mode (:func:`_resize_in_mode`), then the ``convert``; Rust composites,
+    pads, normalises and patchifies.
     """
     if isinstance(image, np.ndarray):
         _check_array(image)
         return np.ascontiguousarray(image), None  # copies only a non-contiguous array
     mode = image.mode
-    if mode in _NATIVE_MODES and not (mode == "L" and "transparency" in image.info):
+    if mode in _NATIVE_MODES and not (
+        mode == "L" and cfg.transparent_bg_config is not None and "transparency" in image.info
+    ):
         return np.asarray(image), None
     if cfg.transparent_bg_fill_stage == "before_resize":
-        return np.asarray(_to_composite_input(image, cfg)), None
+        return _composite_input(image, cfg, owned=False), None
     width, height = image.size
     _, new_width, new_height, _, _ = _native.navit_resize_config(width, height, cfg.native)
-    if mode not in ("P", "1") and compat != resolve_pillow_compat("auto"):
-        dh, dw = height - new_height, width - new_width
-        if new_width != width and dh > 0 and dh > 2 * dw:
-            raise ImageError(
-                f"mode {mode} images are resized by the installed Pillow, whose pass order "
-                f"differs from pillow_compat={compat!r} for {width}x{height} -> "
-                f"{new_width}x{new_height}"
-            )
-    resized = image.resize((new_width, new_height), Image.Resampling.BICUBIC)
-    return np.asarray(_to_composite_input(resized, cfg)), (width, height)
+    if (new_width, new_height) == (width, height):  # Pillow's resize would be a copy
+        return _composite_input(image, cfg, owned=False), None
+    resized = _resize_in_mode(image, (new_width, new_height), compat)
+    return _composite_input(resized, cfg, owned=True), (width, height)
 
 
 def _as_list(images: Any) -> list[Any]:
@@ -206,13 +413,19 @@ def _as_list(images: Any) -> list[Any]:
     return [images]
 
 
+def _check_flag(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
 def _run(
-    images: Sequence[Any], cfg: MediaProcConfig, compat: str
+    images: Sequence[Any], cfg: MediaProcConfig, compat: str, exif_transpose: bool = False
 ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
     arrays: list[np.ndarray] = []
     resized_from: list[Optional[tuple[int, int]]] = []
     for item in images:
-        with _loaded(_unwrap_media(item)) as image:
+        with _loaded(_unwrap_media(item), exif_transpose) as image:
             array, original = _pixels(image, cfg, compat)
         arrays.append(array)
         resized_from.append(original)
@@ -224,6 +437,7 @@ def preprocess(
     media_proc_cfg: Union[Mapping[str, Any], MediaProcConfig],
     *,
     pillow_compat: str = "auto",
+    exif_transpose: bool = False,
 ) -> dict[str, np.ndarray]:
     """Preprocess images exactly as the Kimi-K3 / K2.5 checkpoint processor does.
 
@@ -231,20 +445,44 @@ def preprocess(
     NaViT sizing, Pillow BICUBIC resize, background compositing when
     ``transparent_bg_config`` is set (before or after the resize), zero padding to a
     multiple of ``patch_size * merge_kernel_size``, normalisation and patchify —
-    the same float32 bits (reference-spec §3, §4).
+    the same float32 bits (reference-spec §3, §4, §5.2).
 
     Args:
-        images: one image or a list of images. An image is a ``PIL.Image.Image``, a
-            numpy ``uint8`` array ``HxW`` or ``HxWxC`` with C in 1, 2, 3, 4 (read as
-            L, LA, RGB, RGBA; a numpy array is always one image), ``bytes`` of an
-            encoded file, a file path (``str`` / ``os.PathLike``), a ``data:`` URL, or a
-            media dict ``{"type": "image", "image": ...}`` around any of these. Files
-            are decoded by Pillow (first frame, no EXIF rotation). A non-contiguous
-            array is copied once (``np.ascontiguousarray``); others are read in place.
+        images: one image or a list / tuple of images, in any mix of the types below.
+
+            * ``PIL.Image.Image`` in any mode, opened lazily or not. ``L``, ``LA``,
+              ``RGB`` and ``RGBA`` go to Rust as they are. Other modes take the
+              reference's mode steps: under ``before_resize``, Pillow's ``convert``
+              to RGB (RGBA when a background composites it); under ``after_resize``,
+              the resize in the image's own mode, then that ``convert``. That resize
+              runs in Rust for the 8-bit modes CMYK, RGBX, YCbCr, HSV, LAB, RGBa, La,
+              PA and L with ``transparency``; Pillow does it for ``P`` and ``1``
+              (NEAREST) and for ``I;16*``, ``I`` and ``F`` (16/32-bit resample; see
+              Raises). A mode Pillow cannot convert to RGB (``La``) fails as in the
+              reference.
+            * numpy ``uint8`` array ``HxW``, ``HxWx1``, ``HxWx2``, ``HxWx3``, ``HxWx4``
+              (read as L, L, LA, RGB, RGBA; always HWC; a numpy array is always one
+              image). A non-C-contiguous array is copied once
+              (``np.ascontiguousarray``); others, read-only ones included, are read in
+              place.
+            * torch ``uint8`` tensor (torch is never imported by this package), read
+              as sglang's staging helpers do: 2-D is ``HW``; 3-D with a first
+              dimension of 1, 3 or 4 is ``CHW``, any other 3-D is ``HWC``. ``CHW`` and
+              GPU tensors are copied once to a host ``HWC`` array.
+            * ``bytes`` / ``bytearray`` / ``memoryview`` of an encoded file, a file
+              path (``str`` / ``os.PathLike``) or a ``data:`` URL (base64), decoded by
+              Pillow as the checkpoint does: first frame of animations, mode kept
+              (palette, ``transparency``, CMYK, 16-bit grey), no EXIF rotation.
+            * a media dict ``{"type": "image", "image": ...}`` around any of these
+              (an optional ``"content_hash"`` is ignored here; see
+              :func:`prepare_kimi_k3_encoder_inputs`).
         media_proc_cfg: the checkpoint's ``media_proc_cfg`` dict (or a
             :class:`MediaProcConfig`), e.g. ``kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG``.
         pillow_compat: ``"auto"`` (the installed Pillow), ``"12"`` (horizontal pass
             first) or ``"13"`` (Pillow 13: vertical first for tall down-scales).
+        exif_transpose: ``True`` applies ``PIL.ImageOps.exif_transpose`` to every PIL
+            and decoded image (orientations 2..8) before anything else. Off by default:
+            the checkpoint does not rotate. Arrays and tensors are never rotated.
 
     Returns:
         ``{"pixel_values": float32 [N, 3, patch_size, patch_size],
@@ -255,17 +493,24 @@ def preprocess(
     Raises:
         ValueError: ``Kimi-K3 image processor is missing deferred-preprocessing
             config: ...``; ``Unsupported data type: {type}``; ``Kimi-K3 preprocessing
-            expects raw uint8 pixels, got {dtype}``; ``Unsupported Kimi-K3 image channel
-            count: {channels}``; ``Unsupported Kimi-K3 encoder media item: {item}``;
-            :class:`ConfigError` / :class:`ImageError` (``ValueError`` subclasses) for bad
-            config values or image shapes; the side-limit text as :class:`KimiK3Error`.
-        TypeError: ``media_proc_cfg`` is not a mapping.
-        OSError: a file or bytes object Pillow cannot decode.
+            expects raw uint8 pixels, got {dtype}`` (arrays and tensors);
+            ``Unsupported Kimi-K3 image channel count: {channels}``; ``Unsupported
+            Kimi-K3 encoder media item: {item}``; :class:`ConfigError` /
+            :class:`ImageError` (``ValueError`` subclasses) for bad config values or
+            image shapes, for a mode Pillow cannot convert to RGB, and for an ``I;16*``
+            / ``I`` / ``F`` image under ``after_resize`` when ``pillow_compat`` is not
+            the installed Pillow's and the pass order changes its bytes; the
+            side-limit text as :class:`KimiK3Error`.
+        TypeError: ``media_proc_cfg`` is not a mapping; an unknown key inside
+            ``transparent_bg_config``; ``exif_transpose`` is not a bool.
+        OSError: a file or bytes object Pillow cannot decode
+            (``PIL.Image.DecompressionBombError`` for a forged huge header).
 
     Note:
         The pixel work runs with the GIL released, so threads preprocess in parallel.
         Input arrays are read in place: mutating one from another thread during the
-        call gives unspecified (but memory-safe) output for that image.
+        call gives unspecified (but memory-safe) output for that image. No Pillow
+        warning is raised for palette images with a bytes ``transparency``.
 
     Example:
         >>> import numpy as np, kimi_k3_rs
@@ -276,7 +521,8 @@ def preprocess(
     """
     cfg = MediaProcConfig.from_dict(media_proc_cfg)
     compat = resolve_pillow_compat(pillow_compat)
-    pixel_values, grid_thws = _run(_as_list(images), cfg, compat)
+    exif = _check_flag("exif_transpose", exif_transpose)
+    pixel_values, grid_thws = _run(_as_list(images), cfg, compat, exif)
     return {"pixel_values": pixel_values, "grid_thws": grid_thws}
 
 
@@ -304,19 +550,29 @@ class KimiK3VisionProcessor:
     Args:
         media_proc_cfg: the checkpoint's ``media_proc_cfg`` dict; validated here.
         pillow_compat: ``"auto"``, ``"12"`` or ``"13"`` (see :func:`preprocess`).
+        exif_transpose: apply EXIF orientation to PIL and decoded images (default
+            False, as the checkpoint; see :func:`preprocess`).
 
     Raises:
-        ValueError / TypeError: as :meth:`MediaProcConfig.from_dict`.
+        ValueError / TypeError: as :meth:`MediaProcConfig.from_dict`; ``TypeError``
+            when ``exif_transpose`` is not a bool.
     """
 
-    def __init__(self, media_proc_cfg: Mapping[str, Any], *, pillow_compat: str = "auto") -> None:
+    def __init__(
+        self, media_proc_cfg: Mapping[str, Any], *, pillow_compat: str = "auto", exif_transpose: bool = False
+    ) -> None:
         self.config = MediaProcConfig.from_dict(media_proc_cfg)
         self.media_proc_cfg: dict[str, Any] = copy.deepcopy(dict(media_proc_cfg))
         self.pillow_compat = resolve_pillow_compat(pillow_compat)
+        self.exif_transpose = _check_flag("exif_transpose", exif_transpose)
 
     @classmethod
     def from_pretrained(
-        cls, path: Union[str, "os.PathLike[str]"], *, pillow_compat: str = "auto"
+        cls,
+        path: Union[str, "os.PathLike[str]"],
+        *,
+        pillow_compat: str = "auto",
+        exif_transpose: bool = False,
     ) -> KimiK3VisionProcessor:
         """Load ``preprocessor_config.json`` (a file, or a checkpoint folder holding it).
 
@@ -326,7 +582,7 @@ class KimiK3VisionProcessor:
             FileNotFoundError: no such file.
             ConfigError: the file has no ``media_proc_cfg`` object; bad values.
         """
-        return cls(load_media_proc_cfg(path), pillow_compat=pillow_compat)
+        return cls(load_media_proc_cfg(path), pillow_compat=pillow_compat, exif_transpose=exif_transpose)
 
     def preprocess(self, medias: Sequence[Any], return_tensors: Optional[str] = None) -> dict[str, Any]:
         """Preprocess media dicts or bare images.
@@ -347,7 +603,7 @@ class KimiK3VisionProcessor:
         medias = _as_list(medias)
         if not medias:
             return {}
-        pixel_values, grid_thws = _run(medias, self.config, self.pillow_compat)
+        pixel_values, grid_thws = _run(medias, self.config, self.pillow_compat, self.exif_transpose)
         return _to_tensors({"pixel_values": pixel_values, "grid_thws": grid_thws}, return_tensors)
 
     __call__ = preprocess
@@ -361,16 +617,21 @@ class KimiK3EncoderInputs:
         grid_thws: int64 ``[n, 3]``, ``(1, h_patches, w_patches)`` per image.
         resize_configs: per image, the dict :func:`navit_resize_config` returns.
         num_tokens: per image, the LLM token count.
-        original_image_sizes: per image, ``[width, height]`` in pixels.
+        original_image_sizes: per image, ``[width, height]`` in pixels (after the EXIF
+            transpose when ``exif_transpose`` was set).
+        content_hashes: per image, the ``"content_hash"`` of its media dict, unchanged,
+            or None (no media dict, or no such key).
     """
 
     grid_thws: npt.NDArray[np.int64]
     resize_configs: list[dict[str, int]]
     num_tokens: list[int]
     original_image_sizes: list[list[int]]
+    content_hashes: list[Any]
     _images: list[Any] = field(repr=False)
     _config: MediaProcConfig = field(repr=False)
     _compat: str = field(repr=False)
+    _exif_transpose: bool = field(default=False, repr=False)
 
     def materialize(self, indices: Optional[Sequence[int]] = None) -> list[npt.NDArray[np.float32]]:
         """Preprocess the images at ``indices`` (all when None), in that order.
@@ -386,7 +647,7 @@ class KimiK3EncoderInputs:
         chosen = [self._images[i] for i in order]
         if not chosen:
             return []
-        pixel_values, grid_thws = _run(chosen, self._config, self._compat)
+        pixel_values, grid_thws = _run(chosen, self._config, self._compat, self._exif_transpose)
         rows = np.cumsum(grid_thws.prod(axis=1))[:-1]
         return list(np.split(pixel_values, rows))
 
@@ -396,19 +657,25 @@ def prepare_kimi_k3_encoder_inputs(
     image_processor_or_media_proc_cfg: Any,
     *,
     pillow_compat: str = "auto",
+    exif_transpose: Optional[bool] = None,
 ) -> KimiK3EncoderInputs:
     """Compute every image's geometry up front; defer pixel work to ``materialize``.
 
     Reproduces sglang's ``prepare_kimi_k3_encoder_inputs``
     (``kimi_k3_image_processing.py``): every rank computes grids and token counts;
     only the rank that owns an image materialises its ``pixel_values``. Files are
-    opened lazily (header only) to read their size.
+    opened lazily (header only) to read their size; tensors are not copied. With
+    ``exif_transpose`` the orientation is read too (Pillow decodes a PNG to find it).
 
     Args:
-        images: as :func:`preprocess`.
+        images: as :func:`preprocess`; media dicts may carry ``"content_hash"``, kept
+            per image in :attr:`KimiK3EncoderInputs.content_hashes`.
         image_processor_or_media_proc_cfg: an object with a ``media_proc_cfg`` dict
             attribute (e.g. :class:`KimiK3VisionProcessor`) or the dict itself.
         pillow_compat: ``"auto"``, ``"12"`` or ``"13"``.
+        exif_transpose: as :func:`preprocess`; the sizes follow the orientation
+            (5..8 swap width and height). None takes the processor's
+            ``exif_transpose`` attribute when it has one, else False.
 
     Returns:
         A :class:`KimiK3EncoderInputs`.
@@ -417,7 +684,9 @@ def prepare_kimi_k3_encoder_inputs(
         ValueError: ``Kimi-K3 EPD owner-side preprocessing requires
             image_processor.media_proc_cfg`` when there is no ``media_proc_cfg`` dict;
             the missing-keys message; ``Unsupported Kimi-K3 encoder media item: {item}``;
-            ``Unsupported data type: {type}``; dtype / channel messages for arrays.
+            ``Unsupported data type: {type}``; dtype / channel messages for arrays and
+            tensors.
+        TypeError: ``exif_transpose`` is not a bool or None.
     """
     if isinstance(image_processor_or_media_proc_cfg, Mapping):
         media_proc_cfg = image_processor_or_media_proc_cfg
@@ -427,11 +696,13 @@ def prepare_kimi_k3_encoder_inputs(
         raise ValueError("Kimi-K3 EPD owner-side preprocessing requires image_processor.media_proc_cfg")
     cfg = MediaProcConfig.from_dict(media_proc_cfg)
     compat = resolve_pillow_compat(pillow_compat)
-    items = [_unwrap_media(item) for item in _as_list(images)]
-    sizes = []
-    for item in items:
-        with _loaded(item) as image:  # reads the header only
-            sizes.append(_image_size(image))
+    if exif_transpose is None:
+        exif_transpose = getattr(image_processor_or_media_proc_cfg, "exif_transpose", False)
+        exif_transpose = exif_transpose if isinstance(exif_transpose, bool) else False
+    exif = _check_flag("exif_transpose", exif_transpose)
+    split = [_split_media(item) for item in _as_list(images)]
+    items = [image for image, _ in split]
+    sizes = [_header_size(item, exif) for item in items]  # reads headers only
     configs = [_resize_dict(t) for t in _native.navit_resize_configs(sizes, cfg.native)]
     ps = cfg.patch_size
     grid = np.array(
@@ -443,7 +714,9 @@ def prepare_kimi_k3_encoder_inputs(
         resize_configs=configs,
         num_tokens=[r["num_tokens"] for r in configs],
         original_image_sizes=[[w, h] for w, h in sizes],
+        content_hashes=[content_hash for _, content_hash in split],
         _images=items,
         _config=cfg,
         _compat=compat,
+        _exif_transpose=exif,
     )

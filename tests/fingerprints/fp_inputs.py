@@ -9,6 +9,7 @@ Shared by ``make_fingerprints.py`` and ``tests/test_fingerprints.py``.
 from __future__ import annotations
 
 import copy
+import math
 from typing import Any, Dict, List
 
 import numpy as np
@@ -33,7 +34,40 @@ def hash_plane(w: int, h: int, channel: int, salt: int) -> np.ndarray:
     return (v >> _U(24)).astype(np.uint8)
 
 
+#: other PIL modes (issue #3): name -> PIL mode
+EXTRA_MODES = {"CMYK": "CMYK", "P+tRNS": "P", "L+transparency": "L"}
+
+#: the transparent L value of "L+transparency" (pixels are quantised so that it is common)
+L_TRANSPARENT_VALUE = 96
+
+
+def _extra_mode_image(w: int, h: int, mode: str, salt: int) -> Image.Image:
+    """CMYK (4 hash planes), P + bytes tRNS (PNG style; hash indices, palette and
+    alphas), L + an int ``transparency`` (hash plane quantised to multiples of 32)."""
+    if mode == "CMYK":
+        arr = np.stack([hash_plane(w, h, ch, salt) for ch in range(4)], axis=2)
+        return Image.frombytes("CMYK", (w, h), np.ascontiguousarray(arr).tobytes())
+    if mode == "P+tRNS":
+        img = Image.frombytes("P", (w, h), hash_plane(w, h, 0, salt).tobytes())
+        palette = hash_plane(768, 1, 1, salt)[0]
+        img.putpalette(palette.tolist())
+        alphas = hash_plane(256, 1, 2, salt)[0]
+        alphas = np.where(alphas < 64, np.uint8(0), np.where(alphas > 160, np.uint8(255), alphas))
+        img.info["transparency"] = alphas.astype(np.uint8).tobytes()
+        return img
+    if mode == "L+transparency":
+        plane = (hash_plane(w, h, 0, salt) // np.uint8(32)) * np.uint8(32)
+        img = Image.frombytes("L", (w, h), plane.astype(np.uint8).tobytes())
+        img.info["transparency"] = L_TRANSPARENT_VALUE
+        return img
+    raise KeyError(mode)
+
+
 def hash_image(w: int, h: int, mode: str, salt: int = 0) -> Image.Image:
+    if mode in EXTRA_MODES:
+        img = _extra_mode_image(w, h, mode, salt)
+        assert img.mode == EXTRA_MODES[mode], (img.mode, mode)
+        return img
     planes = [hash_plane(w, h, ch, salt) for ch in range(BANDS[mode])]
     if mode in ("LA", "RGBA"):
         a = planes[-1]
@@ -84,7 +118,33 @@ CASES: Dict[str, Any] = {
     "l_800x600_k25_lim1000": (800, 600, "L", 15, _k25(in_patch_limit=1000)),
     "la_300x500_k3_lim300": (300, 500, "LA", 16, _k3(in_patch_limit=300)),
     "tiny_rgba_3x5_k3": (3, 5, "RGBA", 17, _k3()),
+    # other PIL modes (issue #3); the resize runs in Rust (CMYK, L) or on RGB (P before_resize)
+    "tall_cmyk_600x1900_k3_lim2500": (600, 1900, "CMYK", 18, _k3(in_patch_limit=2500)),
+    "tall_cmyk_600x1900_k25_lim2500": (600, 1900, "CMYK", 19, _k25(in_patch_limit=2500)),
+    "tall_cmyk_700x2100_after_none_lim3000": (700, 2100, "CMYK", 20,
+                                              _k3(in_patch_limit=3000, transparent_bg_config=None)),
+    "tall_ltrns_600x1900_k3_lim2500": (600, 1900, "L+transparency", 21, _k3(in_patch_limit=2500)),
+    "tall_ptrns_500x1600_k25_lim2000": (500, 1600, "P+tRNS", 22, _k25(in_patch_limit=2000)),
+    "tall_ptrns_500x1600_k3before_lim2000": (500, 1600, "P+tRNS", 23,
+                                             _k3(in_patch_limit=2000, transparent_bg_fill_stage="before_resize")),
+    # P after_resize: Pillow's NEAREST, the same bytes under both Pillow versions
+    "tall_ptrns_500x1600_k3_lim2000": (500, 1600, "P+tRNS", 24, _k3(in_patch_limit=2000)),
+    "cmyk_900x700_k3_lim1000": (900, 700, "CMYK", 25, _k3(in_patch_limit=1000)),
 }
+
+
+def order_sensitive(name: str) -> bool:
+    """Whether the two Pillow pass orders can give different bytes for this case: the
+    Pillow-13 vertical-first rule holds and a bicubic resize runs (P / 1 under
+    ``after_resize`` are resized with NEAREST, which has no pass order)."""
+    w, h, mode, _, media_proc_cfg = CASES[name]
+    pw, ph = max(1, w // 14), max(1, h // 14)
+    scale = min(1.0, math.sqrt(media_proc_cfg["in_patch_limit"] / (pw * ph)), 512 * 14 / w, 512 * 14 / h)
+    new_w, new_h = max(1, int(w * scale)), max(1, int(h * scale))
+    dh, dw = h - new_h, w - new_w
+    vertical_first = dh > 0 and dh > 2 * dw
+    nearest = EXTRA_MODES.get(mode, mode) in ("P", "1") and media_proc_cfg.get("transparent_bg_fill_stage") == "after_resize"
+    return vertical_first and not nearest
 
 
 def case_names() -> List[str]:
