@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._native import ConfigError, ImageError, KimiK3Error, __version__, build_profile
+from ._native import ConfigError, ImageError, KimiK3Error, __version__, build_profile, simd_path
 from .config import (
     MediaProcConfig,
     TransparentBgConfig,
@@ -23,25 +23,33 @@ from .config import (
     resolve_pillow_compat,
 )
 from .processor import (
+    DEFAULT_MAX_IMAGE_PIXELS,
+    NUM_THREADS_ENV,
+    ImageTooLargeError,
     KimiK3EncoderInputs,
     KimiK3VisionProcessor,
+    count_image_tokens,
     navit_resize_config,
     prepare_kimi_k3_encoder_inputs,
     preprocess,
 )
 
 __all__ = [
+    "DEFAULT_MAX_IMAGE_PIXELS",
     "KIMI_K25_MEDIA_PROC_CFG",
     "KIMI_K3_MEDIA_PROC_CFG",
     "ConfigError",
     "ImageError",
+    "ImageTooLargeError",
     "KimiK3EncoderInputs",
     "KimiK3Error",
     "KimiK3VisionProcessor",
     "MediaProcConfig",
+    "NUM_THREADS_ENV",
     "TransparentBgConfig",
     "__version__",
     "build_profile",
+    "count_image_tokens",
     "kimi_k25_media_proc_cfg",
     "kimi_k3_media_proc_cfg",
     "load_media_proc_cfg",
@@ -49,6 +57,7 @@ __all__ = [
     "prepare_kimi_k3_encoder_inputs",
     "preprocess",
     "resolve_pillow_compat",
+    "simd_path",
 ]
 
 _PRESETS = {

@@ -28,8 +28,12 @@ from ._native import ImageError
 from .config import MediaProcConfig, load_media_proc_cfg, resolve_pillow_compat
 
 __all__ = [
+    "DEFAULT_MAX_IMAGE_PIXELS",
+    "NUM_THREADS_ENV",
+    "ImageTooLargeError",
     "KimiK3EncoderInputs",
     "KimiK3VisionProcessor",
+    "count_image_tokens",
     "navit_resize_config",
     "prepare_kimi_k3_encoder_inputs",
     "preprocess",
@@ -97,7 +101,8 @@ def navit_resize_config(
 
     Raises:
         ConfigError: a parameter is not a positive integer in range.
-        ImageError: ``width`` or ``height`` is 0.
+        TypeError: ``width`` or ``height`` is not an int.
+        ImageError: ``width`` or ``height`` is outside 1..2**53.
         KimiK3Error: the reference's side-limit assertion fails, same text, e.g.
             ``token_width 256 * merge_kernel_size 2 > patch_limit_on_one_side 511``.
 
@@ -117,9 +122,43 @@ def navit_resize_config(
         }
     )
     for name, value in (("width", width), ("height", height)):
-        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 0:
-            raise TypeError(f"{name} must be a non-negative int, got {value!r}")
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
+            raise TypeError(f"{name} must be an int, got {value!r}")
+    if not (1 <= width <= 2**53 and 1 <= height <= 2**53):
+        raise ImageError(f"image width and height must be in 1..2**53, got {width}x{height}")
     return _resize_dict(_native.navit_resize_config(int(width), int(height), cfg.native))
+
+
+def count_image_tokens(sizes: Any, media_proc_cfg: Union[Mapping[str, Any], MediaProcConfig]) -> npt.NDArray[np.int64]:
+    """LLM token count of every image size, for schedulers and placeholder expansion.
+
+    The sizing of :func:`navit_resize_config` over a whole array, in Rust with the GIL
+    released (millions of sizes per second); each count equals ``num_tokens`` there:
+    ``(padded_h / F) * (padded_w / F)`` with ``F = patch_size * merge_kernel_size``, or
+    ``fixed_output_tokens`` when the config sets it.
+
+    Args:
+        sizes: ``[n, 2]`` integers, one ``(width, height)`` in pixels per row
+            (anything ``np.asarray(sizes, np.int64)`` accepts).
+        media_proc_cfg: the ``media_proc_cfg`` dict or a :class:`MediaProcConfig`.
+
+    Returns:
+        int64 ``[n]``.
+
+    Raises:
+        ImageError: ``sizes`` is not ``[n, 2]``, or a size is 0 or negative.
+        KimiK3Error: the side-limit assertion (see :func:`navit_resize_config`).
+        ValueError / TypeError: as :meth:`MediaProcConfig.from_dict`.
+
+    Example:
+        >>> count_image_tokens([[1920, 1080], [4000, 3000]], kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG).tolist()
+        [2691, 4200]
+    """
+    cfg = MediaProcConfig.from_dict(media_proc_cfg)
+    array = np.ascontiguousarray(np.asarray(sizes, dtype=np.int64))
+    if array.ndim != 2 or array.shape[1] != 2:
+        raise ImageError(f"sizes must have shape [n, 2] (width, height), got {array.shape}")
+    return _native.count_image_tokens(array, cfg.native)
 
 
 def _resize_dict(t: tuple[int, int, int, int, int]) -> dict[str, int]:
@@ -152,6 +191,17 @@ def _unwrap_media(item: Any) -> Any:
     return _split_media(item)[0]
 
 
+#: Default ``max_image_pixels``: the size at which Pillow itself raises
+#: ``DecompressionBombError`` (2 x ``PIL.Image.MAX_IMAGE_PIXELS`` at import time).
+DEFAULT_MAX_IMAGE_PIXELS: Optional[int] = (
+    2 * Image.MAX_IMAGE_PIXELS if Image.MAX_IMAGE_PIXELS is not None else None
+)
+
+
+class ImageTooLargeError(ImageError):
+    """An encoded image's header claims more pixels than ``max_image_pixels``."""
+
+
 def _decode(data: Any) -> Image.Image:
     """Open encoded image data as the checkpoint's ``_to_pil`` does (no EXIF rotation), lazily.
 
@@ -169,6 +219,17 @@ def _decode(data: Any) -> Image.Image:
     if isinstance(data, (str, os.PathLike)):
         return Image.open(data)
     raise ValueError(f"Unsupported data type: {type(data)}")
+
+
+def _check_pixels(image: Image.Image, max_image_pixels: Optional[int]) -> None:
+    """Refuse a decoded-from-bytes image whose header is over ``max_image_pixels``."""
+    width, height = image.size
+    if max_image_pixels is not None and width * height > max_image_pixels:
+        raise ImageTooLargeError(
+            f"image of {width}x{height} = {width * height} pixels is over "
+            f"max_image_pixels={max_image_pixels} (a decompression bomb?); "
+            "pass a larger max_image_pixels, or None, to decode it"
+        )
 
 
 def _is_torch_tensor(data: Any) -> bool:
@@ -224,9 +285,12 @@ def _apply_exif(image: Image.Image, exif_transpose: bool) -> Image.Image:
 
 
 @contextlib.contextmanager
-def _loaded(data: Any, exif_transpose: bool = False) -> Iterator[Union[Image.Image, np.ndarray]]:
+def _loaded(
+    data: Any, exif_transpose: bool = False, max_image_pixels: Optional[int] = None
+) -> Iterator[Union[Image.Image, np.ndarray]]:
     """Yield the image of ``data`` (a PIL image or a uint8 array); a file this function
-    opened is closed afterwards. Tensors become numpy views; EXIF is applied on request."""
+    opened is closed afterwards. Tensors become numpy views; EXIF is applied on request;
+    encoded data over ``max_image_pixels`` is refused from its header."""
     if isinstance(data, np.ndarray):
         yield data
         return
@@ -236,7 +300,12 @@ def _loaded(data: Any, exif_transpose: bool = False) -> Iterator[Union[Image.Ima
     if isinstance(data, Image.Image):
         yield _apply_exif(data, exif_transpose)
         return
-    with _decode(data) as image:
+    try:
+        decoded = _decode(data)
+    except Image.DecompressionBombError as exc:  # over Pillow's own limit
+        raise ImageTooLargeError(str(exc)) from exc
+    with decoded as image:
+        _check_pixels(image, max_image_pixels)
         yield _apply_exif(image, exif_transpose)
 
 
@@ -252,22 +321,55 @@ def _check_array(array: np.ndarray) -> None:
         raise ImageError(f"image width and height must be positive, got shape {array.shape}")
 
 
+def _bomb_header_size(data: Any) -> tuple[int, int]:
+    """``(width, height)`` from the header of encoded data over Pillow's own limit.
+
+    ``Image.open`` refuses such data before its size can be read; this asks the
+    format plugins directly, as ``Image.open`` does minus that check. Only the header
+    is parsed; nothing is decoded.
+    """
+    if isinstance(data, (str, os.PathLike)) and not (isinstance(data, str) and data.startswith("data:")):
+        with open(data, "rb") as f:
+            encoded = f.read()
+    elif isinstance(data, str):
+        encoded = base64.b64decode(data.partition(",")[2])
+    else:
+        encoded = bytes(data)
+    Image.init()
+    for format_id in Image.ID:
+        factory, accept = Image.OPEN[format_id]
+        if accept is not None and not accept(encoded[:16]):
+            continue
+        try:
+            with factory(io.BytesIO(encoded), "") as image:
+                return image.size
+        except (OSError, SyntaxError, ValueError):
+            continue
+    raise ImageError("cannot identify image file")
+
+
 def _header_size(data: Any, exif_transpose: bool) -> tuple[int, int]:
     """``(width, height)`` of one input as the pixel path will see it, reading no pixels
-    where it can (file headers; tensor shapes; EXIF orientations 5..8 swap the sides)."""
+    where it can (file headers; tensor shapes; EXIF orientations 5..8 swap the sides).
+    No ``max_image_pixels`` limit applies: sizing works on any size."""
     if _is_torch_tensor(data):
         height, width, _, _ = _tensor_layout(data)
         if height == 0 or width == 0:
             raise ImageError(f"image width and height must be positive, got shape {list(data.shape)}")
         return width, height
-    with _loaded(data) as image:
-        if isinstance(image, np.ndarray):
-            _check_array(image)
-            return int(image.shape[1]), int(image.shape[0])
-        width, height = image.size
-        if exif_transpose and _exif_orientation(image) in _SIDE_SWAPPING_ORIENTATIONS:
-            return height, width
-        return width, height
+    try:
+        with _loaded(data, max_image_pixels=None) as image:
+            if isinstance(image, np.ndarray):
+                _check_array(image)
+                return int(image.shape[1]), int(image.shape[0])
+            width, height = image.size
+            if exif_transpose and _exif_orientation(image) in _SIDE_SWAPPING_ORIENTATIONS:
+                return height, width
+            return width, height
+    except ImageTooLargeError:
+        return _bomb_header_size(data)
+    except OSError as exc:
+        raise ImageError(f"cannot read or decode the image: {exc}") from exc
 
 
 # ---------------------------------------------------------------------------
@@ -419,17 +521,106 @@ def _check_flag(name: str, value: Any) -> bool:
     return value
 
 
+#: Marks an option that was not passed (None is a valid ``max_image_pixels``).
+_UNSET: Any = object()
+
+#: Environment variable read when ``num_threads`` is None.
+NUM_THREADS_ENV = "KIMI_K3_RS_NUM_THREADS"
+_DTYPES = ("float32", "bfloat16", "float16")
+
+
+@dataclass(frozen=True)
+class _Options:
+    """The per-call options of every entry point, validated."""
+
+    compat: str
+    exif_transpose: bool = False
+    dtype: str = "float32"
+    num_threads: int = 1
+    max_image_pixels: Optional[int] = DEFAULT_MAX_IMAGE_PIXELS
+
+    @classmethod
+    def make(
+        cls,
+        pillow_compat: Any = "auto",
+        exif_transpose: Any = False,
+        dtype: Any = "float32",
+        num_threads: Any = None,
+        max_image_pixels: Any = DEFAULT_MAX_IMAGE_PIXELS,
+    ) -> _Options:
+        if dtype not in _DTYPES:
+            raise ValueError(f"dtype must be 'float32', 'bfloat16' or 'float16', got {dtype!r}")
+        if num_threads is None:
+            env = os.environ.get(NUM_THREADS_ENV, "").strip()
+            if env and not env.isdigit():
+                raise ValueError(f"{NUM_THREADS_ENV} must be a positive integer, got {env!r}")
+            num_threads = int(env) if env else 1
+        if isinstance(num_threads, bool) or not isinstance(num_threads, int):
+            raise TypeError(f"num_threads must be an int or None, got {num_threads!r}")
+        if not 1 <= num_threads <= 1024:
+            raise ValueError(f"num_threads must be in 1..1024, got {num_threads}")
+        if max_image_pixels is not None and (
+            isinstance(max_image_pixels, bool) or not isinstance(max_image_pixels, int) or max_image_pixels < 1
+        ):
+            raise ValueError(f"max_image_pixels must be a positive int or None, got {max_image_pixels!r}")
+        return cls(
+            compat=resolve_pillow_compat(pillow_compat),
+            exif_transpose=_check_flag("exif_transpose", exif_transpose),
+            dtype=dtype,
+            num_threads=num_threads,
+            max_image_pixels=max_image_pixels,
+        )
+
+
+def _as_native_out(out: Any, dtype: str) -> np.ndarray:
+    """The caller's ``out`` array as the element type the core writes (a view, no copy)."""
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"out must be a numpy array, got {type(out).__name__}")
+    expected = {"float32": ("float32",), "float16": ("float16",), "bfloat16": ("bfloat16", "uint16")}[dtype]
+    if out.dtype.name not in expected:
+        raise ImageError(f"out has dtype {out.dtype}, expected {' or '.join(expected)} for dtype={dtype!r}")
+    if not (out.flags.c_contiguous and out.flags.writeable):
+        raise ImageError("out must be a C-contiguous, writeable array")
+    return out if dtype == "float32" else out.view(np.uint16)
+
+
+def _from_native(values: np.ndarray, dtype: str) -> np.ndarray:
+    """Give half-precision bits their numpy type: float16, and ml_dtypes.bfloat16 when
+    ml_dtypes is installed (else the uint16 bit patterns)."""
+    if dtype == "float16":
+        return values.view(np.float16)
+    if dtype == "bfloat16":
+        try:
+            import ml_dtypes
+        except ImportError:
+            return values
+        return values.view(ml_dtypes.bfloat16)
+    return values
+
+
 def _run(
-    images: Sequence[Any], cfg: MediaProcConfig, compat: str, exif_transpose: bool = False
-) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
+    images: Sequence[Any], cfg: MediaProcConfig, opts: _Options, out: Optional[np.ndarray] = None
+) -> tuple[np.ndarray, npt.NDArray[np.int64]]:
     arrays: list[np.ndarray] = []
     resized_from: list[Optional[tuple[int, int]]] = []
-    for item in images:
-        with _loaded(_unwrap_media(item), exif_transpose) as image:
-            array, original = _pixels(image, cfg, compat)
+    for index, item in enumerate(images):
+        try:
+            with _loaded(_unwrap_media(item), opts.exif_transpose, opts.max_image_pixels) as image:
+                array, original = _pixels(image, cfg, opts.compat)
+        except OSError as exc:  # files and bytes Pillow cannot read or decode
+            raise ImageError(f"image {index}: cannot read or decode it: {exc}") from exc
         arrays.append(array)
         resized_from.append(original)
-    return _native.preprocess(arrays, cfg.native, pillow_compat=compat, resized_from=resized_from)
+    pixel_values, grid_thws = _native.preprocess(
+        arrays,
+        cfg.native,
+        pillow_compat=opts.compat,
+        resized_from=resized_from,
+        out=None if out is None else _as_native_out(out, opts.dtype),
+        dtype=opts.dtype,
+        num_threads=opts.num_threads,
+    )
+    return (out if out is not None else _from_native(pixel_values, opts.dtype)), grid_thws
 
 
 def preprocess(
@@ -438,6 +629,10 @@ def preprocess(
     *,
     pillow_compat: str = "auto",
     exif_transpose: bool = False,
+    dtype: str = "float32",
+    num_threads: Optional[int] = None,
+    out: Optional[np.ndarray] = None,
+    max_image_pixels: Optional[int] = DEFAULT_MAX_IMAGE_PIXELS,
 ) -> dict[str, np.ndarray]:
     """Preprocess images exactly as the Kimi-K3 / K2.5 checkpoint processor does.
 
@@ -483,9 +678,25 @@ def preprocess(
         exif_transpose: ``True`` applies ``PIL.ImageOps.exif_transpose`` to every PIL
             and decoded image (orientations 2..8) before anything else. Off by default:
             the checkpoint does not rotate. Arrays and tensors are never rotated.
+        dtype: ``"float32"`` (default, the reference's values), ``"bfloat16"`` or
+            ``"float16"`` (each value rounded to nearest-even from the exact float32
+            one). bfloat16 comes back as ``ml_dtypes.bfloat16`` when ml_dtypes is
+            installed, else as the ``uint16`` bit patterns.
+        num_threads: threads for this call: images of the batch and bands of each
+            image run in parallel on the package's own pool. None (default) reads the
+            environment variable ``KIMI_K3_RS_NUM_THREADS``, else 1: a server already
+            runs requests in parallel, so one call uses one core unless asked.
+        out: an array to write ``pixel_values`` into instead of allocating one (for
+            callers that pool memory): shape ``[N, 3, ps, ps]``, C-contiguous,
+            writeable, dtype float32 / float16 / (uint16 or ml_dtypes.bfloat16) per
+            ``dtype``. It is returned as ``pixel_values``.
+        max_image_pixels: refuse encoded inputs (bytes, files, data URLs) whose header
+            claims more pixels, before decoding (default: 2 x
+            ``PIL.Image.MAX_IMAGE_PIXELS`` = 178,956,970, where Pillow itself refuses);
+            None turns the check off. Arrays, tensors and PIL images are not limited.
 
     Returns:
-        ``{"pixel_values": float32 [N, 3, patch_size, patch_size],
+        ``{"pixel_values": [N, 3, patch_size, patch_size] of ``dtype``,
         "grid_thws": int64 [n_images, 3]}``; ``N`` is the sum of ``h * w`` over the
         grids, patches in image order, row-major over each grid. An empty list gives
         zero-row arrays.
@@ -501,10 +712,13 @@ def preprocess(
             / ``I`` / ``F`` image under ``after_resize`` when ``pillow_compat`` is not
             the installed Pillow's and the pass order changes its bytes; the
             side-limit text as :class:`KimiK3Error`.
+        ImageTooLargeError: (an :class:`ImageError`) an encoded image over
+            ``max_image_pixels``.
+        ImageError: a file or bytes object that cannot be read or decoded (missing,
+            truncated, not an image), naming its batch index; a wrong ``out``.
         TypeError: ``media_proc_cfg`` is not a mapping; an unknown key inside
-            ``transparent_bg_config``; ``exif_transpose`` is not a bool.
-        OSError: a file or bytes object Pillow cannot decode
-            (``PIL.Image.DecompressionBombError`` for a forged huge header).
+            ``transparent_bg_config``; ``exif_transpose`` is not a bool; ``out`` is not
+            an array; ``num_threads`` is not an int.
 
     Note:
         The pixel work runs with the GIL released, so threads preprocess in parallel.
@@ -520,9 +734,8 @@ def preprocess(
         ((256, 3, 14, 14), [[1, 16, 16]])
     """
     cfg = MediaProcConfig.from_dict(media_proc_cfg)
-    compat = resolve_pillow_compat(pillow_compat)
-    exif = _check_flag("exif_transpose", exif_transpose)
-    pixel_values, grid_thws = _run(_as_list(images), cfg, compat, exif)
+    opts = _Options.make(pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels)
+    pixel_values, grid_thws = _run(_as_list(images), cfg, opts, out)
     return {"pixel_values": pixel_values, "grid_thws": grid_thws}
 
 
@@ -537,7 +750,13 @@ def _to_tensors(out: dict[str, np.ndarray], return_tensors: Optional[str]) -> di
                 "return_tensors='pt' needs torch, which is not installed; "
                 "use return_tensors='np' or install torch"
             ) from exc
-        return {k: torch.from_numpy(v) for k, v in out.items()}
+        tensors = {}
+        for key, value in out.items():
+            if value.dtype.name in ("bfloat16", "uint16") and key == "pixel_values":
+                tensors[key] = torch.from_numpy(value.view(np.uint16)).view(torch.bfloat16)
+            else:
+                tensors[key] = torch.from_numpy(value)
+        return tensors
     raise ValueError(f"return_tensors must be None, 'np' or 'pt', got {return_tensors!r}")
 
 
@@ -547,42 +766,66 @@ class KimiK3VisionProcessor:
     Reproduces ``kimi_k3_vision_processing.KimiK3VisionProcessor`` where servers touch
     it: the ``media_proc_cfg`` attribute and ``preprocess(medias, return_tensors)``.
 
+    The config is validated once, here; ``media_proc_cfg`` returns a fresh copy of it
+    on every access, so mutating that copy never changes what the processor does.
+
     Args:
         media_proc_cfg: the checkpoint's ``media_proc_cfg`` dict; validated here.
         pillow_compat: ``"auto"``, ``"12"`` or ``"13"`` (see :func:`preprocess`).
         exif_transpose: apply EXIF orientation to PIL and decoded images (default
             False, as the checkpoint; see :func:`preprocess`).
+        dtype, num_threads, max_image_pixels: as :func:`preprocess`, for every call.
 
     Raises:
-        ValueError / TypeError: as :meth:`MediaProcConfig.from_dict`; ``TypeError``
-            when ``exif_transpose`` is not a bool.
+        ValueError / TypeError: as :meth:`MediaProcConfig.from_dict` and the options
+            of :func:`preprocess`.
     """
 
     def __init__(
-        self, media_proc_cfg: Mapping[str, Any], *, pillow_compat: str = "auto", exif_transpose: bool = False
+        self,
+        media_proc_cfg: Mapping[str, Any],
+        *,
+        pillow_compat: str = "auto",
+        exif_transpose: bool = False,
+        dtype: str = "float32",
+        num_threads: Optional[int] = None,
+        max_image_pixels: Optional[int] = DEFAULT_MAX_IMAGE_PIXELS,
     ) -> None:
         self.config = MediaProcConfig.from_dict(media_proc_cfg)
-        self.media_proc_cfg: dict[str, Any] = copy.deepcopy(dict(media_proc_cfg))
-        self.pillow_compat = resolve_pillow_compat(pillow_compat)
-        self.exif_transpose = _check_flag("exif_transpose", exif_transpose)
+        self._media_proc_cfg: dict[str, Any] = copy.deepcopy(dict(media_proc_cfg))
+        self.options = _Options.make(pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels)
+
+    @property
+    def media_proc_cfg(self) -> dict[str, Any]:
+        """A copy of the ``media_proc_cfg`` dict the processor was built with."""
+        return copy.deepcopy(self._media_proc_cfg)
+
+    @property
+    def pillow_compat(self) -> str:
+        """The resolved pass order, ``"12"`` or ``"13"``."""
+        return self.options.compat
+
+    @property
+    def exif_transpose(self) -> bool:
+        """Whether EXIF orientation is applied."""
+        return self.options.exif_transpose
 
     @classmethod
     def from_pretrained(
         cls,
         path: Union[str, "os.PathLike[str]"],
-        *,
-        pillow_compat: str = "auto",
-        exif_transpose: bool = False,
+        **options: Any,
     ) -> KimiK3VisionProcessor:
         """Load ``preprocessor_config.json`` (a file, or a checkpoint folder holding it).
 
         Only its nested ``media_proc_cfg`` is read; top-level keys beside it are ignored.
+        ``options`` are the keyword options of the constructor.
 
         Raises:
             FileNotFoundError: no such file.
             ConfigError: the file has no ``media_proc_cfg`` object; bad values.
         """
-        return cls(load_media_proc_cfg(path), pillow_compat=pillow_compat, exif_transpose=exif_transpose)
+        return cls(load_media_proc_cfg(path), **options)
 
     def preprocess(self, medias: Sequence[Any], return_tensors: Optional[str] = None) -> dict[str, Any]:
         """Preprocess media dicts or bare images.
@@ -603,7 +846,7 @@ class KimiK3VisionProcessor:
         medias = _as_list(medias)
         if not medias:
             return {}
-        pixel_values, grid_thws = _run(medias, self.config, self.pillow_compat, self.exif_transpose)
+        pixel_values, grid_thws = _run(medias, self.config, self.options)
         return _to_tensors({"pixel_values": pixel_values, "grid_thws": grid_thws}, return_tensors)
 
     __call__ = preprocess
@@ -630,8 +873,7 @@ class KimiK3EncoderInputs:
     content_hashes: list[Any]
     _images: list[Any] = field(repr=False)
     _config: MediaProcConfig = field(repr=False)
-    _compat: str = field(repr=False)
-    _exif_transpose: bool = field(default=False, repr=False)
+    _options: _Options = field(repr=False)
 
     def materialize(self, indices: Optional[Sequence[int]] = None) -> list[npt.NDArray[np.float32]]:
         """Preprocess the images at ``indices`` (all when None), in that order.
@@ -641,13 +883,18 @@ class KimiK3EncoderInputs:
             :func:`preprocess` on that image alone.
 
         Raises:
-            IndexError: an index out of range. Otherwise as :func:`preprocess`.
+            IndexError: an index out of range.
+            ValueError: ``Kimi-K3 deferred CPU preprocessing produced wrong grids``
+                (sglang's check) when an image no longer has the size read up front
+                (e.g. a file replaced in between). Otherwise as :func:`preprocess`.
         """
-        order = range(len(self._images)) if indices is None else list(indices)
+        order = list(range(len(self._images))) if indices is None else list(indices)
         chosen = [self._images[i] for i in order]
         if not chosen:
             return []
-        pixel_values, grid_thws = _run(chosen, self._config, self._compat, self._exif_transpose)
+        pixel_values, grid_thws = _run(chosen, self._config, self._options)
+        if not np.array_equal(grid_thws, self.grid_thws[order]):
+            raise ValueError("Kimi-K3 deferred CPU preprocessing produced wrong grids")
         rows = np.cumsum(grid_thws.prod(axis=1))[:-1]
         return list(np.split(pixel_values, rows))
 
@@ -656,26 +903,31 @@ def prepare_kimi_k3_encoder_inputs(
     images: Any,
     image_processor_or_media_proc_cfg: Any,
     *,
-    pillow_compat: str = "auto",
+    pillow_compat: Optional[str] = None,
     exif_transpose: Optional[bool] = None,
+    dtype: Optional[str] = None,
+    num_threads: Optional[int] = None,
+    max_image_pixels: Any = _UNSET,
 ) -> KimiK3EncoderInputs:
     """Compute every image's geometry up front; defer pixel work to ``materialize``.
 
     Reproduces sglang's ``prepare_kimi_k3_encoder_inputs``
     (``kimi_k3_image_processing.py``): every rank computes grids and token counts;
     only the rank that owns an image materialises its ``pixel_values``. Files are
-    opened lazily (header only) to read their size; tensors are not copied. With
-    ``exif_transpose`` the orientation is read too (Pillow decodes a PNG to find it).
+    opened lazily (header only) to read their size, whatever their size; tensors are
+    not copied. With ``exif_transpose`` the orientation is read too.
 
     Args:
         images: as :func:`preprocess`; media dicts may carry ``"content_hash"``, kept
             per image in :attr:`KimiK3EncoderInputs.content_hashes`.
         image_processor_or_media_proc_cfg: an object with a ``media_proc_cfg`` dict
-            attribute (e.g. :class:`KimiK3VisionProcessor`) or the dict itself.
-        pillow_compat: ``"auto"``, ``"12"`` or ``"13"``.
-        exif_transpose: as :func:`preprocess`; the sizes follow the orientation
-            (5..8 swap width and height). None takes the processor's
-            ``exif_transpose`` attribute when it has one, else False.
+            attribute (e.g. :class:`KimiK3VisionProcessor`) or the dict itself. Given a
+            :class:`KimiK3VisionProcessor`, its validated config and its options are
+            used, so ``materialize`` gives exactly what its ``preprocess`` gives.
+        pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels: as
+            :func:`preprocess`, for ``materialize``; when not given, the processor's
+            own (a :class:`KimiK3VisionProcessor`), else :func:`preprocess`'s defaults.
+            The sizes follow ``exif_transpose`` (orientations 5..8 swap the sides).
 
     Returns:
         A :class:`KimiK3EncoderInputs`.
@@ -685,24 +937,30 @@ def prepare_kimi_k3_encoder_inputs(
             image_processor.media_proc_cfg`` when there is no ``media_proc_cfg`` dict;
             the missing-keys message; ``Unsupported Kimi-K3 encoder media item: {item}``;
             ``Unsupported data type: {type}``; dtype / channel messages for arrays and
-            tensors.
-        TypeError: ``exif_transpose`` is not a bool or None.
+            tensors; :class:`ImageError` for a file that cannot be read.
+        TypeError: ``exif_transpose`` is not a bool.
     """
-    if isinstance(image_processor_or_media_proc_cfg, Mapping):
-        media_proc_cfg = image_processor_or_media_proc_cfg
+    processor = image_processor_or_media_proc_cfg
+    if isinstance(processor, KimiK3VisionProcessor):
+        cfg = processor.config
+        base = processor.options
     else:
-        media_proc_cfg = getattr(image_processor_or_media_proc_cfg, "media_proc_cfg", None)
-    if not isinstance(media_proc_cfg, Mapping):
-        raise ValueError("Kimi-K3 EPD owner-side preprocessing requires image_processor.media_proc_cfg")
-    cfg = MediaProcConfig.from_dict(media_proc_cfg)
-    compat = resolve_pillow_compat(pillow_compat)
-    if exif_transpose is None:
-        exif_transpose = getattr(image_processor_or_media_proc_cfg, "exif_transpose", False)
-        exif_transpose = exif_transpose if isinstance(exif_transpose, bool) else False
-    exif = _check_flag("exif_transpose", exif_transpose)
+        media_proc_cfg = processor if isinstance(processor, Mapping) else getattr(processor, "media_proc_cfg", None)
+        if not isinstance(media_proc_cfg, Mapping):
+            raise ValueError("Kimi-K3 EPD owner-side preprocessing requires image_processor.media_proc_cfg")
+        cfg = MediaProcConfig.from_dict(media_proc_cfg)
+        flag = getattr(processor, "exif_transpose", False)
+        base = _Options.make(exif_transpose=flag if isinstance(flag, bool) else False)
+    opts = _Options.make(
+        base.compat if pillow_compat is None else pillow_compat,
+        base.exif_transpose if exif_transpose is None else exif_transpose,
+        base.dtype if dtype is None else dtype,
+        base.num_threads if num_threads is None else num_threads,
+        base.max_image_pixels if max_image_pixels is _UNSET else max_image_pixels,
+    )
     split = [_split_media(item) for item in _as_list(images)]
     items = [image for image, _ in split]
-    sizes = [_header_size(item, exif) for item in items]  # reads headers only
+    sizes = [_header_size(item, opts.exif_transpose) for item in items]  # reads headers only
     configs = [_resize_dict(t) for t in _native.navit_resize_configs(sizes, cfg.native)]
     ps = cfg.patch_size
     grid = np.array(
@@ -717,6 +975,5 @@ def prepare_kimi_k3_encoder_inputs(
         content_hashes=[content_hash for _, content_hash in split],
         _images=items,
         _config=cfg,
-        _compat=compat,
-        _exif_transpose=exif,
+        _options=opts,
     )
