@@ -8,6 +8,7 @@ follow the README recipe (noise = ``default_rng(seed).integers(0, 256, ...)``).
 from __future__ import annotations
 
 import io
+import json
 import re
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import pytest
 from PIL import Image
 
 import kimi_k3_rs
+import helpers
 from helpers import (
     K3_IMAGE_KEYS,
     K25_IMAGE_KEYS,
@@ -578,3 +580,12 @@ def test_case_configs(case_id):
         else:
             processor = kimi_k3_rs.KimiK3VisionProcessor(media_proc_cfg=media_proc_cfg)
             assert processor.media_proc_cfg["in_patch_limit"] == media_proc_cfg["in_patch_limit"]
+
+
+def test_vendored_cases_are_the_shared_ones():
+    """tests/data holds a copy for plain clones; it must not drift from shared/."""
+    vendored = helpers.DATA_DIR / "reported-cases.json"
+    data = json.loads(vendored.read_text(encoding="utf-8"))
+    assert [c["id"] for c in data] == [f"R{i:02d}" for i in range(1, 24)]
+    if helpers._SHARED_CASES.is_file():
+        assert data == json.loads(helpers._SHARED_CASES.read_text(encoding="utf-8"))

@@ -19,11 +19,9 @@ from importlib import resources
 from typing import Any, Optional, Sequence
 
 import numpy as np
-from PIL import Image
 
-from . import _native
-from .config import MediaProcConfig, kimi_k3_media_proc_cfg, kimi_k25_media_proc_cfg, load_media_proc_cfg
-from .processor import _header_size, preprocess
+from .config import kimi_k3_media_proc_cfg, kimi_k25_media_proc_cfg, load_media_proc_cfg
+from .processor import KimiK3VisionProcessor, prepare_kimi_k3_encoder_inputs
 
 _PRESETS = {"kimi-k3": kimi_k3_media_proc_cfg, "kimi-k2.5": kimi_k25_media_proc_cfg}
 
@@ -52,10 +50,22 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Run the command line; returns the exit status (0, or 1 when a file failed)."""
+    """Run the command line; returns the exit status.
+
+    0 when every image was processed; 1 when an image could not be read (the others
+    are still processed and written) or the ``.npz`` could not be written; 2 for a bad
+    config (missing file, no ``media_proc_cfg``, bad values). Every error is one line
+    on stderr, ``kimi-k3-rs: <what>: <why>``.
+    """
     args = _parser().parse_args(argv)
-    media_proc_cfg: Any = load_media_proc_cfg(args.config) if args.config else _PRESETS[args.preset]()
-    config = MediaProcConfig.from_dict(media_proc_cfg)
+    try:
+        media_proc_cfg: Any = load_media_proc_cfg(args.config) if args.config else _PRESETS[args.preset]()
+        processor = KimiK3VisionProcessor(
+            media_proc_cfg, pillow_compat=args.pillow_compat, exif_transpose=args.exif_transpose
+        )
+    except (OSError, ValueError, TypeError) as exc:
+        print(f"kimi-k3-rs: config {args.config or args.preset}: {exc}", file=sys.stderr)
+        return 2
     paths = args.paths or [default_image_path()]
     status = 0
     done_paths: list[str] = []
@@ -64,34 +74,33 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for path in paths:
         start = time.perf_counter()
         try:
-            with Image.open(path) as image:
-                size = _header_size(image, args.exif_transpose)
-                out = preprocess(
-                    image, config, pillow_compat=args.pillow_compat, exif_transpose=args.exif_transpose
-                )
+            encoder_inputs = prepare_kimi_k3_encoder_inputs([path], processor)
+            (features,) = encoder_inputs.materialize()
         except (OSError, ValueError) as exc:
             print(f"kimi-k3-rs: {path}: {exc}", file=sys.stderr)
             status = 1
             continue
         ms = (time.perf_counter() - start) * 1e3
-        t, h, w = (int(v) for v in out["grid_thws"][0])
-        tokens, new_width, new_height, pad_width, pad_height = _native.navit_resize_config(
-            size[0], size[1], config.native
-        )
+        (width, height), r = encoder_inputs.original_image_sizes[0], encoder_inputs.resize_configs[0]
+        t, h, w = (int(v) for v in encoder_inputs.grid_thws[0])
         print(
-            f"{path}\t{size[0]}x{size[1]} -> {new_width}x{new_height}"
-            f" (padded {new_width + pad_width}x{new_height + pad_height})"
-            f"\tgrid {t}x{h}x{w}\t{tokens} tokens\t{ms:.1f} ms"
+            f"{path}\t{width}x{height} -> {r['new_width']}x{r['new_height']}"
+            f" (padded {r['new_width'] + r['pad_width']}x{r['new_height'] + r['pad_height']})"
+            f"\tgrid {t}x{h}x{w}\t{r['num_tokens']} tokens\t{ms:.1f} ms"
         )
         done_paths.append(path)
-        pixel_values.append(out["pixel_values"])
-        grid_thws.append(out["grid_thws"])
+        pixel_values.append(features)
+        grid_thws.append(encoder_inputs.grid_thws)
     if args.output:
-        ps = config.patch_size
-        np.savez(
-            args.output,
-            pixel_values=np.concatenate(pixel_values) if pixel_values else np.zeros((0, 3, ps, ps), np.float32),
-            grid_thws=np.concatenate(grid_thws) if grid_thws else np.zeros((0, 3), np.int64),
-            paths=np.array(done_paths, dtype=str),
-        )
+        ps = processor.config.patch_size
+        try:
+            np.savez(
+                args.output,
+                pixel_values=np.concatenate(pixel_values) if pixel_values else np.zeros((0, 3, ps, ps), np.float32),
+                grid_thws=np.concatenate(grid_thws) if grid_thws else np.zeros((0, 3), np.int64),
+                paths=np.array(done_paths, dtype=str),
+            )
+        except OSError as exc:
+            print(f"kimi-k3-rs: {args.output}: {exc}", file=sys.stderr)
+            return 1
     return status
