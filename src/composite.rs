@@ -23,15 +23,35 @@ pub fn composite(src: &[u8], width: usize, channels: usize, bg: &Background) -> 
     assert!(channels == 2 || channels == 4);
     assert!(width > 0);
     let color = channels - 1;
-    let mut out = Vec::with_capacity(src.len() / channels * color);
-    for (y, row) in src.chunks_exact(width * channels).enumerate() {
-        for (x, px) in row.chunks_exact(channels).enumerate() {
-            let alpha = f32::from(px[color]) / 255.0f32;
-            let back = (1.0f32 - alpha) * f32::from(bg.value_at(x, y));
-            for &c in &px[..color] {
+    // alpha = f32(A) / 255 and 1 - alpha, exactly as the reference computes them,
+    // for the 256 possible A.
+    let alpha: [f32; 256] = std::array::from_fn(|a| f32::from(a as u8) / 255.0f32);
+    let rest: [f32; 256] = alpha.map(|a| 1.0f32 - a);
+    // The background has at most two distinct rows (chessboard rows alternate).
+    let square = bg.square_size as usize;
+    let bg_rows: [Vec<f32>; 2] = std::array::from_fn(|parity| {
+        (0..width)
+            .map(|x| f32::from(bg.value_at(x, parity * square)))
+            .collect()
+    });
+    let mut out = vec![0u8; src.len() / channels * color];
+    for (y, (row, out_row)) in src
+        .chunks_exact(width * channels)
+        .zip(out.chunks_exact_mut(width * color))
+        .enumerate()
+    {
+        let back_row = &bg_rows[(y / square) % 2];
+        for ((px, o), &back) in row
+            .chunks_exact(channels)
+            .zip(out_row.chunks_exact_mut(color))
+            .zip(back_row)
+        {
+            let a = usize::from(px[color]);
+            let back = rest[a] * back;
+            for (dst, &c) in o.iter_mut().zip(&px[..color]) {
                 // `as u8` truncates toward zero and saturates, like numpy's astype(uint8)
                 // on values in [0, 255 + tiny].
-                out.push((alpha * f32::from(c) + back) as u8);
+                *dst = (alpha[a] * f32::from(c) + back) as u8;
             }
         }
     }
@@ -54,6 +74,31 @@ mod tests {
         assert_eq!(&out[8 * 3..], &[180, 180, 180]);
         let opaque = composite(&[10, 20, 30, 255], 1, 4, &bg);
         assert_eq!(opaque, vec![10, 20, 30]);
+    }
+
+    #[test]
+    fn matches_the_per_pixel_formula_for_every_alpha() {
+        for pattern in [BackgroundPattern::Chessboard, BackgroundPattern::Gray] {
+            let bg = Background {
+                pattern,
+                square_size: 3,
+                ..Background::kimi_k3()
+            };
+            let (w, h) = (16usize, 16usize);
+            let src: Vec<u8> = (0..w * h * 4).map(|i| (i * 37 % 256) as u8).collect();
+            let out = composite(&src, w, 4, &bg);
+            for y in 0..h {
+                for x in 0..w {
+                    let px = &src[(y * w + x) * 4..][..4];
+                    let alpha = f32::from(px[3]) / 255.0;
+                    let back = (1.0 - alpha) * f32::from(bg.value_at(x, y));
+                    for c in 0..3 {
+                        let want = (alpha * f32::from(px[c]) + back) as u8;
+                        assert_eq!(out[(y * w + x) * 3 + c], want, "{pattern:?} {x},{y},{c}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]
