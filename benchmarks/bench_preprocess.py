@@ -2,25 +2,35 @@
 
 Runs the reference (``tests/reference.py``: Pillow ``Image.resize(BICUBIC)`` +
 the checkpoint's numpy pad / normalise / patchify) and ``kimi_k3_rs.preprocess``
-in one process on the same noise images, checks that the outputs are bit-identical,
-and prints milliseconds (median) and ratios. Single-threaded: kimi_k3_rs runs one
-image on one thread, numpy's element-wise loops are single-threaded too.
+in one process on the same noise images. It checks that the outputs are
+bit-identical, then prints the median milliseconds and the ratios. kimi_k3_rs runs
+single-threaded unless a row says otherwise. numpy's element-wise loops are
+single-threaded too.
 
 Usage (from the repository root, after ``pip install .``)::
 
-    python benchmarks/bench_preprocess.py [--repeat N] [--quick]
+    python benchmarks/bench_preprocess.py [--repeat N] [--quick] [--json results.json]
 
-Columns: ``ref`` = reference from a PIL image; ``ours np`` = kimi_k3_rs from a
-numpy array (zero-copy input); ``ours PIL`` = from the PIL image (one
-``np.asarray`` copy); ``floor`` = (input bytes + output bytes) / the copy
-bandwidth of a large warm ``np.copyto`` measured in the same run.
+There are three tables.
+
+1. End to end. ``ref`` is the reference from a PIL image. ``np`` is kimi_k3_rs from
+   a numpy array (zero-copy input). ``PIL`` is kimi_k3_rs from the PIL image (one
+   ``np.asarray`` copy). ``out=`` is from the array, into a reused output buffer.
+   ``2 thr`` is from the array, with ``num_threads=2``. ``floor`` is (input bytes +
+   output bytes) / the copy bandwidth of a large warm ``np.copyto``, measured in the
+   same run.
+2. Targets of issue #4. Each row holds one ratio.
+3. Peak memory of one 8000x8000 K2.5 call, measured in a child process.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import platform
+import resource
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -31,11 +41,13 @@ import PIL
 from PIL import Image
 
 import kimi_k3_rs
+from kimi_k3_rs import _native
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from reference import reference_preprocess  # noqa: E402
 
 SIZES = [(224, 224), (1920, 1080), (4032, 3024), (8000, 8000)]
+PRESETS = {"K2.5": kimi_k3_rs.kimi_k25_media_proc_cfg, "K3": kimi_k3_rs.kimi_k3_media_proc_cfg}
 
 
 def median_ms(fn: Callable[[], Any], repeat: int) -> float:
@@ -53,14 +65,12 @@ def copy_bandwidth() -> float:
     src = np.ones(64 * 1024 * 1024, np.float32)
     dst = np.empty_like(src)
     np.copyto(dst, src)
-    seconds = min(_timed(lambda: np.copyto(dst, src)) for _ in range(5))
-    return 2 * src.nbytes / seconds
-
-
-def _timed(fn: Callable[[], Any]) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
+    best = float("inf")
+    for _ in range(5):
+        start = time.perf_counter()
+        np.copyto(dst, src)
+        best = min(best, time.perf_counter() - start)
+    return 2 * src.nbytes / best
 
 
 def cpu_model() -> str:
@@ -73,19 +83,27 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeat", type=int, default=5, help="timed runs per case (median)")
-    parser.add_argument("--quick", action="store_true", help="skip 8000x8000")
-    args = parser.parse_args()
-    if kimi_k3_rs.build_profile != "release":
-        raise SystemExit("refusing to time a debug build of kimi_k3_rs")
-    bandwidth = copy_bandwidth()
-    print(
-        f"kimi_k3_rs {kimi_k3_rs.__version__} | Pillow {PIL.__version__} | numpy {np.__version__}"
-        f" | CPU {cpu_model()} | threads 1 | copy bandwidth {bandwidth / 1e9:.1f} GB/s (read+write)"
+def torch_resize() -> Callable[[np.ndarray, int, int], Any] | None:
+    """torch's antialiased uint8 bicubic (inexact), when torch is installed."""
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError:
+        return None
+    torch.set_num_threads(1)
+
+    def run(array: np.ndarray, width: int, height: int) -> Any:
+        x = torch.from_numpy(array).permute(2, 0, 1)[None]
+        return F.interpolate(x, size=(height, width), mode="bicubic", antialias=True, align_corners=False)
+
+    return run
+
+
+def end_to_end(args: argparse.Namespace, bandwidth: float, rows: list[dict[str, Any]]) -> None:
+    header = (
+        f"{'case':<11} {'preset':<6} {'resized -> padded':<24} {'ref':>8} {'np':>7} {'x':>5} "
+        f"{'PIL':>7} {'x':>5} {'out=':>7} {'x':>5} {'2 thr':>7} {'x':>5} {'floor':>6} exact"
     )
-    header = f"{'case':<11} {'preset':<5} {'resized -> padded':<24} {'ref ms':>8} {'ours np':>8} {'ratio':>6} {'ours PIL':>8} {'ratio':>6} {'floor':>6} exact"
     print(header)
     print("-" * len(header))
     rng = np.random.default_rng(0)
@@ -94,7 +112,8 @@ def main() -> int:
             continue
         array = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
         image = Image.fromarray(array)
-        for name, cfg in (("K2.5", kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG), ("K3", kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG)):
+        for name, make_cfg in PRESETS.items():
+            cfg = make_cfg()
             ref = reference_preprocess(image, cfg)
             ours = kimi_k3_rs.preprocess(array, cfg)
             exact = ours["pixel_values"].tobytes() == ref[0].tobytes() and np.array_equal(ours["grid_thws"], ref[1])
@@ -103,14 +122,152 @@ def main() -> int:
             )
             sizes = f"{r['new_width']}x{r['new_height']} -> {r['new_width'] + r['pad_width']}x{r['new_height'] + r['pad_height']}"
             repeat = max(2, args.repeat // 2) if width == 8000 else args.repeat
-            t_ref = median_ms(lambda: reference_preprocess(image, cfg), repeat)
-            t_np = median_ms(lambda: kimi_k3_rs.preprocess(array, cfg), repeat)
-            t_pil = median_ms(lambda: kimi_k3_rs.preprocess(image, cfg), repeat)
+            out = np.empty_like(ours["pixel_values"])
+            t = {
+                "ref": median_ms(lambda: reference_preprocess(image, cfg), repeat),
+                "np": median_ms(lambda: kimi_k3_rs.preprocess(array, cfg), repeat),
+                "pil": median_ms(lambda: kimi_k3_rs.preprocess(image, cfg), repeat),
+                "out": median_ms(lambda: kimi_k3_rs.preprocess(array, cfg, out=out), repeat),
+                "thr2": median_ms(lambda: kimi_k3_rs.preprocess(array, cfg, num_threads=2), repeat),
+            }
             floor = (array.nbytes + ours["pixel_values"].nbytes) / bandwidth * 1e3
             print(
-                f"{f'{width}x{height}':<11} {name:<5} {sizes:<24} {t_ref:8.2f} {t_np:8.2f} {t_ref / t_np:5.1f}x"
-                f" {t_pil:8.2f} {t_ref / t_pil:5.1f}x {floor:6.2f} {'yes' if exact else 'NO'}"
+                f"{f'{width}x{height}':<11} {name:<6} {sizes:<24} {t['ref']:8.2f} {t['np']:7.2f} {t['ref'] / t['np']:4.1f}x"
+                f" {t['pil']:7.2f} {t['ref'] / t['pil']:4.1f}x {t['out']:7.2f} {t['ref'] / t['out']:4.1f}x"
+                f" {t['thr2']:7.2f} {t['ref'] / t['thr2']:4.1f}x {floor:6.2f} {'yes' if exact else 'NO'}"
             )
+            rows.append({"case": f"{width}x{height}", "preset": name, "sizes": sizes, "floor_ms": floor, "exact": exact, **t})
+
+
+def targets(args: argparse.Namespace, bandwidth: float, results: list[dict[str, Any]]) -> None:
+    """The rows of issue #4's target table (each a ratio measured side by side)."""
+    rng = np.random.default_rng(1)
+
+    def add(case: str, ref_ms: float, ours_ms: float, target: str, note: str = "") -> None:
+        results.append({"case": case, "ref_ms": ref_ms, "ours_ms": ours_ms, "ratio": ref_ms / ours_ms, "target": target, "note": note})
+        print(f"{case:<58} {ref_ms:9.2f} {ours_ms:9.2f} {ref_ms / ours_ms:6.1f}x  {target:<22} {note}")
+
+    print(f"{'target (issue #4)':<58} {'ref ms':>9} {'ours ms':>9} {'ratio':>7}  {'target':<22} note")
+    k25, k3 = kimi_k3_rs.kimi_k25_media_proc_cfg(), kimi_k3_rs.kimi_k3_media_proc_cfg()
+    for (w, h), cfg, name, goal_fresh, goal_out in (
+        ((1920, 1080), k25, "1920x1080 K2.5 (no resize)", ">= 10x", ">= 15x, <= 1.5x floor"),
+        ((4032, 3024), k3, "4032x3024 K3 (no resize)", ">= 10x", ">= 20x"),
+    ):
+        array = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+        image = Image.fromarray(array)
+        ref_ms = median_ms(lambda: reference_preprocess(image, cfg), args.repeat)
+        fresh = median_ms(lambda: kimi_k3_rs.preprocess(array, cfg), args.repeat)
+        out = np.empty_like(kimi_k3_rs.preprocess(array, cfg)["pixel_values"])
+        reuse = median_ms(lambda: kimi_k3_rs.preprocess(array, cfg, out=out), args.repeat)
+        floor = (array.nbytes + out.nbytes) / bandwidth * 1e3
+        add(f"{name}, fresh output", ref_ms, fresh, goal_fresh)
+        add(f"{name}, out= reused", ref_ms, reuse, goal_out, f"{reuse / floor:.1f}x the memory floor ({floor:.2f} ms)")
+    for (w, h), name in (((4032, 3024), "4032x3024 K2.5 (resized to 2069x1551)"), ((8000, 8000), "8000x8000 K2.5 (resized to 1793x1793)")):
+        if args.quick and w == 8000:
+            continue
+        array = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+        image = Image.fromarray(array)
+        repeat = max(2, args.repeat // 2)
+        add(name, median_ms(lambda: reference_preprocess(image, k25), repeat), median_ms(lambda: kimi_k3_rs.preprocess(array, k25), repeat), ">= 6x")
+    # The resize stage alone, both exact.
+    array = rng.integers(0, 256, (3024, 4032, 3), dtype=np.uint8)
+    image = Image.fromarray(array)
+    pil_ms = median_ms(lambda: image.resize((2069, 1551), Image.Resampling.BICUBIC), args.repeat)
+    ours_ms = median_ms(lambda: _native.resize_bicubic(array, 2069, 1551, pillow_compat="13"), args.repeat)
+    same = np.array_equal(np.asarray(image.resize((2069, 1551), Image.Resampling.BICUBIC)), _native.resize_bicubic(array, 2069, 1551, pillow_compat="13"))
+    add(
+        f"resize stage 4032x3024 -> 2069x1551 ({kimi_k3_rs.simd_path})",
+        pil_ms,
+        ours_ms,
+        ">= 4x (AVX2), >= 7x (AVX-512)",
+        f"bit-exact: {'yes' if same else 'NO'}",
+    )
+    resize = torch_resize()
+    if resize is not None:
+        torch_ms = median_ms(lambda: resize(array, 2069, 1551), args.repeat)
+        add("  torch antialiased bicubic, same resize (inexact)", pil_ms, torch_ms, "reported")
+    else:
+        print("  torch not installed: no torch column")
+    # numpy input vs PIL input (ours both).
+    array = rng.integers(0, 256, (1080, 1920, 3), dtype=np.uint8)
+    image = Image.fromarray(array)
+    add(
+        "numpy input vs PIL input, 1920x1080 K2.5 (ratio PIL/np)",
+        median_ms(lambda: kimi_k3_rs.preprocess(image, k25), args.repeat),
+        median_ms(lambda: kimi_k3_rs.preprocess(array, k25), args.repeat),
+        "numpy no slower (>= 1x)",
+    )
+    # Batch of 8 resized images (case R20), 2 threads vs 1.
+    batch = [rng.integers(0, 256, (2048, 2048, 3), dtype=np.uint8) for _ in range(8)]
+    one = median_ms(lambda: kimi_k3_rs.preprocess(batch, k25, num_threads=1), max(2, args.repeat // 2))
+    two = median_ms(lambda: kimi_k3_rs.preprocess(batch, k25, num_threads=2), max(2, args.repeat // 2))
+    add("batch of 8 2048x2048 K2.5 (resized), 2 threads vs 1", one, two, "reported (>= 1.6x hoped)")
+
+
+def peak_memory() -> dict[str, Any]:
+    """Peak RSS growth of one 8000x8000 K2.5 call, in a child process."""
+    # VmHWM (peak RSS of this process image; Linux). ru_maxrss would do, but after
+    # fork + exec it starts from the parent's peak.
+    code = (
+        "import numpy as np, kimi_k3_rs\n"
+        "def hwm():\n"
+        "    for line in open('/proc/self/status'):\n"
+        "        if line.startswith('VmHWM:'):\n"
+        "            return int(line.split()[1])\n"
+        "a = np.empty((8000, 8000, 3), np.uint8)\n"
+        "rng = np.random.default_rng(0)\n"
+        "for y in range(0, 8000, 250):  # small temporaries: the peak so far is the input\n"
+        "    a[y:y + 250] = rng.integers(0, 256, (250, 8000, 3), dtype=np.uint8)\n"
+        "before = hwm()\n"
+        "out = kimi_k3_rs.preprocess(a, kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG)\n"
+        "after = hwm()\n"
+        "print(before, after, out['pixel_values'].nbytes)\n"
+    )
+    before, after, out_bytes = (int(v) for v in subprocess.check_output([sys.executable, "-c", code], text=True).split())
+    growth = (after - before) * 1024
+    input_bytes = 8000 * 8000 * 3
+    # Resize intermediate: the horizontal pass output (1793 x 8000 x 3 bytes, rows cropped to those read).
+    intermediate = 1793 * 8000 * 3
+    budget = out_bytes + 1.5 * intermediate
+    print(
+        f"peak RSS growth of one 8000x8000 K2.5 call: {growth / 2**20:.0f} MiB beyond the {input_bytes / 2**20:.0f} MiB input"
+        f" (output {out_bytes / 2**20:.0f} MiB, resize intermediate {intermediate / 2**20:.0f} MiB;"
+        f" budget output + 1.5 x intermediate = {budget / 2**20:.0f} MiB: {'met' if growth <= budget else 'NOT met'})"
+    )
+    return {"growth_bytes": growth, "output_bytes": out_bytes, "intermediate_bytes": intermediate, "budget_bytes": budget}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=5, help="timed runs per case (median)")
+    parser.add_argument("--quick", action="store_true", help="skip 8000x8000")
+    parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    args = parser.parse_args()
+    if kimi_k3_rs.build_profile != "release":
+        raise SystemExit("refusing to time a debug build of kimi_k3_rs")
+    bandwidth = copy_bandwidth()
+    machine = {
+        "kimi_k3_rs": kimi_k3_rs.__version__,
+        "pillow": PIL.__version__,
+        "numpy": np.__version__,
+        "cpu": cpu_model(),
+        "simd_path": kimi_k3_rs.simd_path,
+        "copy_bandwidth_gbs": bandwidth / 1e9,
+        "max_rss_parent_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+    }
+    print(
+        f"kimi_k3_rs {machine['kimi_k3_rs']} | Pillow {machine['pillow']} | numpy {machine['numpy']} | CPU {machine['cpu']}"
+        f" | SIMD {machine['simd_path']} | threads 1 unless stated | copy bandwidth {bandwidth / 1e9:.1f} GB/s (read+write)\n"
+    )
+    rows: list[dict[str, Any]] = []
+    end_to_end(args, bandwidth, rows)
+    print()
+    target_rows: list[dict[str, Any]] = []
+    targets(args, bandwidth, target_rows)
+    print()
+    memory = peak_memory()
+    if args.json:
+        Path(args.json).write_text(json.dumps({"machine": machine, "end_to_end": rows, "targets": target_rows, "memory": memory}, indent=1))
     return 0
 
 
