@@ -1,0 +1,927 @@
+"""The per-call options and the checks added with them, tested independently.
+
+``dtype`` (bfloat16 / float16 rounding computed here from the float32 bits),
+``out=``, ``num_threads`` and ``KIMI_K3_RS_NUM_THREADS``, ``max_image_pixels``
+(decompression bombs), decode errors naming the batch index, the deferred flow
+following its processor's options, ``count_image_tokens`` and the size checks of
+``navit_resize_config``.  Every value is compared exactly (bits), against
+``tests/reference.py`` or a formula written here.
+
+Tests marked ``xfail(strict=True)`` pin a bug found while writing these tests:
+they state the documented behaviour and start failing (XPASS) once it is fixed,
+so the marker must then be removed.
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib.util
+import math
+import re
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import kimi_k3_rs
+import kimi_k3_rs.processor as processor_module
+from helpers import (
+    CLIP_MEAN,
+    CLIP_STD,
+    REF_COMPAT,
+    alpha_pattern_la,
+    alpha_pattern_rgba,
+    assert_bit_equal,
+    assert_output_matches,
+    bomb_png,
+    cfg,
+    encode,
+    noise,
+    noise_array,
+    split_by_grid,
+)
+from reference import navit_resize_image, reference_preprocess
+
+HAS_ML_DTYPES = importlib.util.find_spec("ml_dtypes") is not None
+OTHER_COMPAT = {"12": "13", "13": "12"}[REF_COMPAT]
+ENV = "KIMI_K3_RS_NUM_THREADS"
+ImageError = kimi_k3_rs.ImageError
+
+
+def exact(msg: str) -> str:
+    return f"^{re.escape(msg)}$"
+
+
+def u32(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a).view(np.uint32)
+
+
+def small_batch():
+    """Resized (in_patch_limit=600) RGB / RGBA / L / LA images, PIL and numpy, odd sizes."""
+    return [
+        noise(300, 200, "RGB", 1),
+        alpha_pattern_rgba(257, 190, 2),
+        noise_array(150, 333, "L", 3),
+        alpha_pattern_la(211, 97, 4),
+        noise_array(61, 45, "RGB", 5),  # not resized
+    ]
+
+
+# ---------------------------------------------------------------------------
+# 1. dtype: bfloat16 / float16 = float32 rounded to nearest-even
+# ---------------------------------------------------------------------------
+
+
+def bf16_bits(f32: np.ndarray) -> np.ndarray:
+    """Round-to-nearest-even float32 -> bfloat16, from the bits (no library)."""
+    bits = u32(f32).astype(np.uint64)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def f16_bits(f32: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore", invalid="ignore"):
+        return f32.astype(np.float16).view(np.uint16)
+
+
+def half_bits(pixel_values: np.ndarray) -> np.ndarray:
+    """The 16-bit patterns of a half-precision result (uint16, float16 or ml_dtypes.bfloat16)."""
+    assert pixel_values.itemsize == 2, pixel_values.dtype
+    return pixel_values.view(np.uint16)
+
+
+# Padding pixels are 0, so (0 - mean) / std lands exactly on these values:
+# 1 + 2**-8 is a bfloat16 tie with an even upper half (rounds down), 1 + 2**-7 + 2**-8 a
+# tie with an odd one (rounds up); 1 + 2**-11 / 1 + 2**-10 + 2**-11 are float16 ties.
+BF16_TIES = [-(1 + 2**-8), -(1 + 2**-7 + 2**-8), -(1 + 2**-10 + 2**-11)]
+F16_TIES = [1 + 2**-11, 1 + 2**-10 + 2**-11, 1 + 2**-8]
+
+DTYPE_CONFIGS = {
+    "k25": cfg("kimi_k25", in_patch_limit=600),
+    "k3": cfg("kimi_k3", in_patch_limit=600),
+    "clip": cfg("kimi_k25", in_patch_limit=600, image_mean=CLIP_MEAN, image_std=CLIP_STD),
+    "ties": cfg("kimi_k25", in_patch_limit=600, image_mean=BF16_TIES, image_std=[1.0, 1.0, 1.0]),
+    "ties_neg": cfg("kimi_k3", in_patch_limit=600, image_mean=F16_TIES, image_std=[1.0, 1.0, 1.0]),
+    # float16 overflow to +-inf, float16 subnormals and underflow to 0
+    "f16_overflow": cfg("kimi_k25", in_patch_limit=600, image_std=[1e-5, 2e-5, 3e-5]),
+    "f16_subnormal": cfg("kimi_k25", in_patch_limit=600, image_std=[1e6, 3e5, 1e7]),
+    # float32 values near FLT_MAX: bfloat16 rounds some of them up to inf
+    "bf16_overflow": cfg("kimi_k25", in_patch_limit=600, image_mean=[0.0, 0.0, 0.0],
+                         image_std=[1 / 3.4e38, 1 / 3.398e38, 1 / 1e38]),
+    # 1 / 1e-320 overflows to inf in float64: 0 * inf = NaN on the padding, inf elsewhere
+    "nan": cfg("kimi_k25", in_patch_limit=600, image_mean=[0.0, 0.0, 0.0], image_std=[1e-320, 1.0, 1.0]),
+}
+
+
+@pytest.fixture(scope="module")
+def dtype_results():
+    images = small_batch()
+    out = {}
+    for name, media_proc_cfg in DTYPE_CONFIGS.items():
+        f32 = kimi_k3_rs.preprocess(images, media_proc_cfg)
+        with np.errstate(all="ignore"):
+            ref = reference_preprocess(images, media_proc_cfg)
+        assert_output_matches(f32, ref)
+        out[name] = (media_proc_cfg, images, f32["pixel_values"], f32["grid_thws"])
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(DTYPE_CONFIGS))
+def test_bfloat16_is_float32_rounded_to_nearest_even(dtype_results, name):
+    media_proc_cfg, images, f32, grid = dtype_results[name]
+    out = kimi_k3_rs.preprocess(images, media_proc_cfg, dtype="bfloat16")
+    pv = out["pixel_values"]
+    if HAS_ML_DTYPES:
+        assert pv.dtype.name == "bfloat16"
+    else:
+        # ml_dtypes is not installed in the test environment: the bit patterns come back as uint16
+        assert pv.dtype == np.uint16
+    assert pv.shape == f32.shape and pv.flags.c_contiguous
+    assert np.array_equal(out["grid_thws"], grid)
+    assert_bit_equal(half_bits(pv), bf16_bits(f32), f"bfloat16 ({name})")
+
+
+@pytest.mark.parametrize("name", sorted(DTYPE_CONFIGS))
+def test_float16_is_float32_rounded_to_nearest_even(dtype_results, name):
+    media_proc_cfg, images, f32, grid = dtype_results[name]
+    out = kimi_k3_rs.preprocess(images, media_proc_cfg, dtype="float16")
+    pv = out["pixel_values"]
+    assert pv.dtype == np.float16 and pv.shape == f32.shape and pv.flags.c_contiguous
+    assert np.array_equal(out["grid_thws"], grid)
+    assert_bit_equal(half_bits(pv), f16_bits(f32), f"float16 ({name})")
+
+
+def test_dtype_configs_reach_the_rounding_corner_cases(dtype_results):
+    """The configs above really produce ties (both parities), overflow, subnormals and NaN."""
+    f32 = np.concatenate([r[2].ravel() for r in dtype_results.values()])
+    bits = u32(f32)
+    bf_tie = (bits & 0xFFFF) == 0x8000
+    assert np.any(bf_tie & (((bits >> 16) & 1) == 0)) and np.any(bf_tie & (((bits >> 16) & 1) == 1))
+    finite = np.isfinite(f32)
+    assert np.any(finite & ((bf16_bits(f32) & 0x7FFF) == 0x7F80))  # finite float32 -> bfloat16 inf
+    h = f16_bits(f32).view(np.float16)
+    assert np.any(finite & np.isinf(h))
+    assert np.any((h != 0) & (np.abs(h.astype(np.float32)) < np.float32(2**-14)))  # float16 subnormal
+    assert np.any((f32 != 0) & (h == 0))
+    mant = bits & 0x1FFF
+    assert np.any(finite & (np.abs(f32) >= 2**-14) & (np.abs(f32) < 65504) & (mant == 0x1000))  # f16 ties
+    assert np.any(np.isnan(f32)) and np.any(np.isinf(f32))
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_half_dtypes_on_every_entry_point(dtype):
+    media_proc_cfg = DTYPE_CONFIGS["clip"]
+    images = small_batch()
+    f32 = kimi_k3_rs.preprocess(images, media_proc_cfg)["pixel_values"]
+    want = bf16_bits(f32) if dtype == "bfloat16" else f16_bits(f32)
+    processor = kimi_k3_rs.KimiK3VisionProcessor(media_proc_cfg, dtype=dtype)
+    got = processor.preprocess([{"type": "image", "image": im} for im in images])["pixel_values"]
+    assert_bit_equal(half_bits(got), want, "processor")
+    for owner, kwargs in ((processor, {}), (media_proc_cfg, {"dtype": dtype})):
+        enc = kimi_k3_rs.prepare_kimi_k3_encoder_inputs(images, owner, **kwargs)
+        parts = enc.materialize()
+        assert all(p.itemsize == 2 for p in parts)
+        assert_bit_equal(np.concatenate([half_bits(p) for p in parts]), want, "materialize")
+    # an explicit dtype overrides the processor's
+    enc = kimi_k3_rs.prepare_kimi_k3_encoder_inputs(images, processor, dtype="float32")
+    assert_bit_equal(np.concatenate(enc.materialize()), f32, "materialize float32")
+
+
+def test_empty_batch_half_dtypes():
+    for dtype, np_dtype in (("float16", np.float16), ("bfloat16", None)):
+        pv = kimi_k3_rs.preprocess([], kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG, dtype=dtype)["pixel_values"]
+        assert pv.shape == (0, 3, 14, 14) and pv.itemsize == 2
+        if np_dtype is not None:
+            assert pv.dtype == np_dtype
+
+
+@pytest.mark.parametrize("bad", ["float64", "bf16", "BFLOAT16", "float32 ", "", None, np.float32, "half"])
+def test_bad_dtype(bad):
+    img = noise(40, 30, "RGB", 0)
+    media_proc_cfg = kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG
+    with pytest.raises(ValueError, match="dtype"):
+        kimi_k3_rs.preprocess(img, media_proc_cfg, dtype=bad)
+    with pytest.raises(ValueError, match="dtype"):
+        kimi_k3_rs.KimiK3VisionProcessor(media_proc_cfg, dtype=bad)
+    if bad is not None:  # None means "the processor's" here
+        with pytest.raises(ValueError, match="dtype"):
+            kimi_k3_rs.prepare_kimi_k3_encoder_inputs([img], media_proc_cfg, dtype=bad)
+
+
+# ---------------------------------------------------------------------------
+# 2. out=
+# ---------------------------------------------------------------------------
+
+
+def test_out_float32_reused_across_calls():
+    media_proc_cfg = cfg("kimi_k3", in_patch_limit=600)
+    batch_a = small_batch()
+    fresh_a = kimi_k3_rs.preprocess(batch_a, media_proc_cfg)
+    n = fresh_a["pixel_values"].shape[0]
+    out = np.full((n, 3, 14, 14), np.nan, np.float32)
+    res = kimi_k3_rs.preprocess(batch_a, media_proc_cfg, out=out)
+    assert res["pixel_values"] is out
+    assert_output_matches(res, (fresh_a["pixel_values"], fresh_a["grid_thws"]))
+    # a second batch with the same row count, other pixels, written into the same buffer
+    batch_b = [  # the sizes of small_batch(), other pixels and modes
+        noise_array(300, 200, "RGBA", 91),
+        noise(257, 190, "L", 92),
+        noise(150, 333, "RGB", 93),
+        noise_array(211, 97, "LA", 94),
+        noise(61, 45, "RGBA", 95),
+    ]
+    fresh_b = kimi_k3_rs.preprocess(batch_b, media_proc_cfg)
+    assert fresh_b["pixel_values"].shape[0] == n
+    assert not np.array_equal(u32(fresh_b["pixel_values"]), u32(fresh_a["pixel_values"]))
+    res = kimi_k3_rs.preprocess(batch_b, media_proc_cfg, out=out, num_threads=2)
+    assert res["pixel_values"] is out
+    assert_output_matches(res, reference_preprocess(batch_b, media_proc_cfg))
+
+
+@pytest.mark.parametrize("dtype,out_dtypes", [
+    ("float16", ["float16"]),
+    ("bfloat16", ["uint16"] + (["bfloat16"] if HAS_ML_DTYPES else [])),
+])
+def test_out_half_dtypes(dtype, out_dtypes):
+    media_proc_cfg = DTYPE_CONFIGS["clip"]
+    images = small_batch()
+    f32 = kimi_k3_rs.preprocess(images, media_proc_cfg)["pixel_values"]
+    want = bf16_bits(f32) if dtype == "bfloat16" else f16_bits(f32)
+    for name in out_dtypes:
+        np_dtype = np.dtype(name) if name != "bfloat16" else np.dtype(__import__("ml_dtypes").bfloat16)
+        out = np.zeros(f32.shape, np_dtype)
+        res = kimi_k3_rs.preprocess(images, media_proc_cfg, dtype=dtype, out=out)
+        assert res["pixel_values"] is out and out.dtype == np_dtype
+        assert_bit_equal(out.view(np.uint16), want, f"out {name}")
+
+
+def test_out_empty_batch():
+    out = np.empty((0, 3, 14, 14), np.float32)
+    assert kimi_k3_rs.preprocess([], kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG, out=out)["pixel_values"] is out
+
+
+def _bad_outs(n):
+    good = (n, 3, 14, 14)
+    readonly = np.zeros(good, np.float32)
+    readonly.flags.writeable = False
+    wide = np.zeros((n, 3, 14, 28), np.float32)
+    return [
+        ("rows+1", np.zeros((n + 1, 3, 14, 14), np.float32), ImageError, r"shape"),
+        ("rows-1", np.zeros((n - 1, 3, 14, 14), np.float32), ImageError, r"shape"),
+        ("patch 16", np.zeros((n, 3, 16, 16), np.float32), ImageError, r"shape"),
+        ("channels 4", np.zeros((n, 4, 14, 14), np.float32), ImageError, r"shape"),
+        ("flat", np.zeros(n * 3 * 14 * 14, np.float32), ImageError, r"out"),
+        ("float64", np.zeros(good, np.float64), ImageError, r"dtype"),
+        ("float16", np.zeros(good, np.float16), ImageError, r"dtype"),
+        ("int32", np.zeros(good, np.int32), ImageError, r"dtype"),
+        ("strided", wide[..., ::2], ImageError, r"contiguous"),
+        ("fortran", np.asfortranarray(np.zeros(good, np.float32)), ImageError, r"contiguous"),
+        ("read-only", readonly, ImageError, r"writeable"),
+        ("list", np.zeros(good, np.float32).tolist(), TypeError, r"out must be a numpy array"),
+        ("bytearray", bytearray(n * 3 * 14 * 14 * 4), TypeError, r"out must be a numpy array"),
+    ]
+
+
+
+def test_bad_out_raises_clear_errors_and_never_crashes():
+    media_proc_cfg = kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG
+    img = noise(300, 200, "RGB", 0)
+    ref = reference_preprocess(img, media_proc_cfg)
+    n = ref[0].shape[0]
+    for what, out, cls, pattern in _bad_outs(n):
+        before = np.array(out, copy=True) if isinstance(out, np.ndarray) else None
+        with pytest.raises(cls, match=pattern) as info:
+            kimi_k3_rs.preprocess(img, media_proc_cfg, out=out)
+        assert "\n" not in str(info.value), what
+        if before is not None:  # nothing written into a refused buffer
+            assert np.array_equal(out, before, equal_nan=True), what
+        # the library is fine afterwards
+        assert_output_matches(kimi_k3_rs.preprocess(img, media_proc_cfg), ref)
+
+
+@pytest.mark.parametrize("dtype,out_dtype", [("float16", "uint16"), ("float16", "float32"),
+                                             ("bfloat16", "float16"), ("bfloat16", "float32"),
+                                             ("float32", "uint16"), ("bfloat16", "int16")])
+def test_out_dtype_must_follow_dtype(dtype, out_dtype):
+    img = noise(60, 50, "RGB", 0)
+    media_proc_cfg = kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG
+    n = kimi_k3_rs.preprocess(img, media_proc_cfg)["pixel_values"].shape[0]
+    with pytest.raises(ImageError, match=re.escape(f"dtype={dtype!r}")):
+        kimi_k3_rs.preprocess(img, media_proc_cfg, dtype=dtype, out=np.zeros((n, 3, 14, 14), out_dtype))
+
+
+def test_out_aliasing_an_input_is_refused():
+    """An input array that is a view of ``out``: refused (borrow check), no crash."""
+    media_proc_cfg = kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG
+    img = noise_array(300, 200, "RGB", 0)
+    ref = reference_preprocess(img, media_proc_cfg)
+    out = np.zeros(ref[0].shape, np.float32)
+    alias = out.view(np.uint8).reshape(-1)[: img.size].reshape(img.shape)
+    alias[...] = img
+    with pytest.raises(ImageError, match="out"):
+        kimi_k3_rs.preprocess(alias, media_proc_cfg, out=out)
+    assert_output_matches(kimi_k3_rs.preprocess(img, media_proc_cfg), ref)
+
+
+@pytest.mark.xfail(strict=True, reason="bug: misleading messages for a misaligned or byte-swapped out "
+                                       "(misaligned says 'must be C-contiguous', '>f4' says "
+                                       "'must be a 4-D f32 numpy array, got <class numpy.ndarray>')")
+def test_out_misaligned_or_byteswapped_messages_name_the_problem():
+    media_proc_cfg = kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG
+    img = noise(300, 200, "RGB", 0)
+    n = kimi_k3_rs.preprocess(img, media_proc_cfg)["pixel_values"].shape[0]
+    raw = np.zeros(n * 3 * 14 * 14 * 4 + 1, np.uint8)
+    misaligned = raw[1:].view(np.float32).reshape(n, 3, 14, 14)
+    assert misaligned.flags.c_contiguous and not misaligned.flags.aligned
+    with pytest.raises(ImageError, match="align"):
+        kimi_k3_rs.preprocess(img, media_proc_cfg, out=misaligned)
+    with pytest.raises(ImageError, match="(?i)byte.?order|endian|native"):
+        kimi_k3_rs.preprocess(img, media_proc_cfg, out=np.zeros((n, 3, 14, 14), ">f4"))
+
+
+# ---------------------------------------------------------------------------
+# 3. num_threads and KIMI_K3_RS_NUM_THREADS
+# ---------------------------------------------------------------------------
+
+
+def thread_batch():
+    """Resized under both presets' budgets below: RGB / RGBA / L / LA, PIL and numpy."""
+    return [
+        noise(1300, 900, "RGB", 11),
+        alpha_pattern_rgba(1100, 700, 12),
+        noise_array(500, 1700, "L", 13),  # tall: vertical pass first under "13"
+        alpha_pattern_la(900, 650, 14),
+        noise_array(700, 500, "RGBA", 15),
+        noise(1, 1, "RGB", 16),
+        noise_array(640, 2200, "RGB", 17),  # tall
+    ]
+
+
+@pytest.mark.parametrize("preset", ["kimi_k25", "kimi_k3"])
+@pytest.mark.parametrize("compat", ["12", "13"])
+def test_threads_give_the_same_bytes(preset, compat):
+    media_proc_cfg = cfg(preset, in_patch_limit=2000)
+    images = thread_batch()
+    one = kimi_k3_rs.preprocess(images, media_proc_cfg, pillow_compat=compat, num_threads=1)
+    if compat == REF_COMPAT:
+        assert_output_matches(one, reference_preprocess(images, media_proc_cfg))
+    for n in (2, 3):
+        many = kimi_k3_rs.preprocess(images, media_proc_cfg, pillow_compat=compat, num_threads=n)
+        assert_bit_equal(many["grid_thws"], one["grid_thws"], "grid_thws")
+        assert_bit_equal(many["pixel_values"], one["pixel_values"], f"num_threads={n}")
+    half = kimi_k3_rs.preprocess(images, media_proc_cfg, pillow_compat=compat, num_threads=3, dtype="bfloat16")
+    assert_bit_equal(half_bits(half["pixel_values"]), bf16_bits(one["pixel_values"]), "bfloat16, 3 threads")
+
+
+def test_threads_on_processor_and_materialize():
+    media_proc_cfg = cfg("kimi_k3", in_patch_limit=2000)
+    images = thread_batch()
+    ref = reference_preprocess(images, media_proc_cfg)
+    processor = kimi_k3_rs.KimiK3VisionProcessor(media_proc_cfg, num_threads=3)
+    assert_output_matches(processor.preprocess(images), ref)
+    enc = kimi_k3_rs.prepare_kimi_k3_encoder_inputs(images, processor)
+    for got, want in zip(enc.materialize([6, 0, 3]), [split_by_grid(*ref)[i] for i in (6, 0, 3)]):
+        assert_bit_equal(got, want, "materialize")
+
+
+@pytest.fixture
+def spy_threads(monkeypatch):
+    """Record the ``num_threads`` the Python layer hands to the native core."""
+    seen = []
+    real = processor_module._native.preprocess
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("num_threads"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(processor_module._native, "preprocess", spy)
+    return seen
+
+
+def test_env_var_read_when_num_threads_is_none(monkeypatch, spy_threads):
+    assert kimi_k3_rs.NUM_THREADS_ENV == ENV
+    media_proc_cfg = cfg("kimi_k25", in_patch_limit=2000)
+    images = thread_batch()[:3]
+    monkeypatch.delenv(ENV, raising=False)
+    base = kimi_k3_rs.preprocess(images, media_proc_cfg)
+    assert spy_threads == [1]  # default: one thread
+    for env, want in (("2", 2), ("3", 3), (" 2 ", 2), ("", 1)):
+        monkeypatch.setenv(ENV, env)
+        spy_threads.clear()
+        out = kimi_k3_rs.preprocess(images, media_proc_cfg)
+        assert spy_threads == [want], env
+        assert_bit_equal(out["pixel_values"], base["pixel_values"], f"env {env!r}")
+        # an explicit value wins over the environment
+        spy_threads.clear()
+        kimi_k3_rs.preprocess(images, media_proc_cfg, num_threads=1)
+        assert spy_threads == [1]
+    # the processor reads it too (when built), and prepare/materialize follows the processor
+    monkeypatch.setenv(ENV, "3")
+    processor = kimi_k3_rs.KimiK3VisionProcessor(media_proc_cfg)
+    spy_threads.clear()
+    processor.preprocess(images)
+    kimi_k3_rs.prepare_kimi_k3_encoder_inputs(images, processor).materialize()
+    kimi_k3_rs.prepare_kimi_k3_encoder_inputs(images, media_proc_cfg).materialize()
+    assert spy_threads == [3, 3, 3]
+
+
+@pytest.mark.parametrize("env", ["abc", "-1", "0", "2.5", "+3", "1e3", "4096", "two"])
+def test_bad_env_var(monkeypatch, env):
+    monkeypatch.setenv(ENV, env)
+    img = noise(40, 30, "RGB", 0)
+    media_proc_cfg = kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG
+    with pytest.raises(ValueError) as info:
+        kimi_k3_rs.preprocess(img, media_proc_cfg)
+    assert ENV in str(info.value) or "num_threads" in str(info.value)
+    assert not isinstance(info.value, TypeError)
+    with pytest.raises(ValueError):
+        kimi_k3_rs.KimiK3VisionProcessor(media_proc_cfg)
+    with pytest.raises(ValueError):
+        kimi_k3_rs.prepare_kimi_k3_encoder_inputs([img], media_proc_cfg)
+    # not read when num_threads is given
+    out = kimi_k3_rs.preprocess(img, media_proc_cfg, num_threads=2)
+    assert_output_matches(out, reference_preprocess(img, media_proc_cfg))
+
+
+@pytest.mark.parametrize("bad,cls", [(0, ValueError), (-1, ValueError), (1025, ValueError),
+                                     ("2", TypeError), (True, TypeError), (False, TypeError),
+                                     (2.0, TypeError), ([2], TypeError)])
+def test_bad_num_threads(monkeypatch, bad, cls):
+    monkeypatch.delenv(ENV, raising=False)
+    img = noise(40, 30, "RGB", 0)
+    media_proc_cfg = kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG
+    with pytest.raises(cls, match="num_threads"):
+        kimi_k3_rs.preprocess(img, media_proc_cfg, num_threads=bad)
+    with pytest.raises(cls, match="num_threads"):
+        kimi_k3_rs.KimiK3VisionProcessor(media_proc_cfg, num_threads=bad)
+    with pytest.raises(cls, match="num_threads"):
+        kimi_k3_rs.prepare_kimi_k3_encoder_inputs([img], media_proc_cfg, num_threads=bad)
+
+
+# ---------------------------------------------------------------------------
+# 4. max_image_pixels and decompression bombs (R19)
+# ---------------------------------------------------------------------------
+
+
+def test_image_too_large_error_class():
+    assert issubclass(kimi_k3_rs.ImageTooLargeError, kimi_k3_rs.ImageError)
+    assert issubclass(kimi_k3_rs.ImageTooLargeError, ValueError)
+    assert kimi_k3_rs.DEFAULT_MAX_IMAGE_PIXELS == 2 * Image.MAX_IMAGE_PIXELS == 178956970
+
+
+def bomb_inputs(tmp_path):
+    raw = bomb_png()
+    assert len(raw) == 65
+    path = tmp_path / "bomb.png"
+    path.write_bytes(raw)
+    url = "data:image/png;base64," + base64.b64encode(raw).decode()
+    return {"bytes": raw, "str path": str(path), "Path": path, "data URL": url,
+            "bytearray": bytearray(raw), "media dict": {"type": "image", "image": raw}}
+
+
+def test_bomb_raises_image_too_large(tmp_path):
+    media_proc_cfg = kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG
+    good = noise(64, 48, "RGB", 1)
+    ref = reference_preprocess(good, media_proc_cfg)
+    processor = kimi_k3_rs.KimiK3VisionProcessor(media_proc_cfg)
+    for what, item in bomb_inputs(tmp_path).items():
+        for call in (lambda: kimi_k3_rs.preprocess(item, media_proc_cfg),
+                     lambda: kimi_k3_rs.preprocess([good, item], media_proc_cfg, num_threads=2),
+                     lambda: processor.preprocess([good, item])):
+            with pytest.raises(kimi_k3_rs.ImageTooLargeError, match="10000000000"):
+                call()
+        assert_output_matches(kimi_k3_rs.preprocess(good, media_proc_cfg), ref)
+
+
+def test_small_limit_and_none(tmp_path):
+    media_proc_cfg = kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG
+    img = noise(100, 100, "RGB", 3)
+    png = encode(img, "PNG")
+    path = tmp_path / "img.png"
+    path.write_bytes(png)
+    url = "data:image/png;base64," + base64.b64encode(png).decode()
+    ref = reference_preprocess(img, media_proc_cfg)
+    for item in (png, str(path), path, url, {"type": "image", "image": png}):
+        for limit in (1000, 9999):
+            with pytest.raises(kimi_k3_rs.ImageTooLargeError, match=f"max_image_pixels={limit}"):
+                kimi_k3_rs.preprocess(item, media_proc_cfg, max_image_pixels=limit)
+            with pytest.raises(kimi_k3_rs.ImageTooLargeError):
+                kimi_k3_rs.KimiK3VisionProcessor(media_proc_cfg, max_image_pixels=limit).preprocess([item])
+        for limit in (10000, None, kimi_k3_rs.DEFAULT_MAX_IMAGE_PIXELS):  # width * height <= limit
+            assert_output_matches(kimi_k3_rs.preprocess(item, media_proc_cfg, max_image_pixels=limit), ref)
+            assert_output_matches(
+                kimi_k3_rs.KimiK3VisionProcessor(media_proc_cfg, max_image_pixels=limit).preprocess([item]), ref)
+    # decoded images and pixel arrays are not limited (their memory is already spent)
+    for item in (img, np.asarray(img)):
+        assert_output_matches(kimi_k3_rs.preprocess(item, media_proc_cfg, max_image_pixels=1), ref)
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, 1.5, "1000", 1e9])
+def test_bad_max_image_pixels(bad):
+    media_proc_cfg = kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG
+    with pytest.raises(ValueError, match="max_image_pixels"):
+        kimi_k3_rs.preprocess(noise(10, 10, "RGB", 0), media_proc_cfg, max_image_pixels=bad)
+    with pytest.raises(ValueError, match="max_image_pixels"):
+        kimi_k3_rs.KimiK3VisionProcessor(media_proc_cfg, max_image_pixels=bad)
+
+
+@pytest.mark.xfail(strict=True, reason="bug: a max_image_pixels above Pillow's own limit (or None, "
+                                       "'turns the check off') does not lift Pillow's "
+                                       "DecompressionBombError (2 x Image.MAX_IMAGE_PIXELS)")
+def test_max_image_pixels_above_pillows_limit_is_honoured(monkeypatch):
+    # Pillow's own limit scaled down (2 x 1000 pixels) so that the check is cheap to reach:
+    # in a default install the same happens to any image over 178,956,970 pixels.
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)
+    media_proc_cfg = kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG
+    img = noise(100, 100, "RGB", 3)
+    ref = reference_preprocess(img, media_proc_cfg)
+    png = encode(img, "PNG")
+    assert_output_matches(kimi_k3_rs.preprocess(png, media_proc_cfg, max_image_pixels=None), ref)
+    assert_output_matches(kimi_k3_rs.preprocess(png, media_proc_cfg, max_image_pixels=20000), ref)
+
+
+def test_bomb_peak_memory_stays_small(tmp_path):
+    """Refused from the 65-byte header: no 30 GB canvas, not even a 100 MB one."""
+    items = bomb_inputs(tmp_path)
+    script = textwrap.dedent(
+        f"""
+        import base64, resource, sys
+        import numpy as np
+        import kimi_k3_rs
+        raw = {items['bytes']!r}
+        items = [raw, {items['str path']!r}, "data:image/png;base64," + base64.b64encode(raw).decode()]
+        cfg = kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG
+        kimi_k3_rs.preprocess(np.zeros((28, 28, 3), np.uint8), cfg)  # warm up
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        for item in items:
+            for call in (lambda: kimi_k3_rs.preprocess(item, cfg),
+                         lambda: kimi_k3_rs.prepare_kimi_k3_encoder_inputs([item], cfg).materialize()):
+                try:
+                    call()
+                except kimi_k3_rs.ImageTooLargeError:
+                    pass
+                else:
+                    sys.exit("no ImageTooLargeError")
+        enc = kimi_k3_rs.prepare_kimi_k3_encoder_inputs(items, cfg)
+        assert enc.num_tokens == [4096] * 3, enc.num_tokens
+        after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        print(before, after)
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    before_kb, after_kb = map(int, proc.stdout.split()[-2:])
+    assert after_kb - before_kb < 50 * 1024, (before_kb, after_kb)
+
+
+@pytest.mark.parametrize("preset", ["KIMI_K25_MEDIA_PROC_CFG", "KIMI_K3_MEDIA_PROC_CFG"])
+def test_prepare_on_bomb_gives_size_only_geometry(tmp_path, preset):
+    media_proc_cfg = getattr(kimi_k3_rs, preset)
+    rc = navit_resize_image(100000, 100000, 14, 2, media_proc_cfg["in_patch_limit"], 512, None)
+    grid = [1, (rc["new_height"] + rc["pad_height"]) // 14, (rc["new_width"] + rc["pad_width"]) // 14]
+    if preset == "KIMI_K25_MEDIA_PROC_CFG":
+        assert grid == [1, 128, 128] and rc["num_tokens"] == 4096  # R19's size_math_only
+    items = list(bomb_inputs(tmp_path).values())
+    for owner in (media_proc_cfg, kimi_k3_rs.KimiK3VisionProcessor(media_proc_cfg)):
+        enc = kimi_k3_rs.prepare_kimi_k3_encoder_inputs(items, owner)
+        assert enc.grid_thws.tolist() == [grid] * len(items)
+        assert enc.num_tokens == [rc["num_tokens"]] * len(items)
+        assert enc.resize_configs == [rc] * len(items)
+        assert enc.original_image_sizes == [[100000, 100000]] * len(items)
+        for i in range(len(items)):
+            with pytest.raises(kimi_k3_rs.ImageTooLargeError):
+                enc.materialize([i])
+
+
+def test_prepare_follows_max_image_pixels():
+    media_proc_cfg = kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG
+    img = noise(100, 100, "RGB", 3)
+    png = encode(img, "PNG")
+    ref = reference_preprocess(img, media_proc_cfg)
+    limited = kimi_k3_rs.KimiK3VisionProcessor(media_proc_cfg, max_image_pixels=1000)
+    for enc in (kimi_k3_rs.prepare_kimi_k3_encoder_inputs([png], media_proc_cfg, max_image_pixels=1000),
+                kimi_k3_rs.prepare_kimi_k3_encoder_inputs([png], limited)):
+        assert enc.grid_thws.tolist() == ref[1].tolist()  # sizing is never limited
+        with pytest.raises(kimi_k3_rs.ImageTooLargeError):
+            enc.materialize()
+    enc = kimi_k3_rs.prepare_kimi_k3_encoder_inputs([png], limited, max_image_pixels=None)
+    assert_bit_equal(enc.materialize()[0], ref[0])
+
+
+# ---------------------------------------------------------------------------
+# 5. unreadable inputs name their batch index; the library keeps working
+# ---------------------------------------------------------------------------
+
+
+def undecodable(tmp_path):
+    good_png = encode(noise(60, 40, "RGB", 0), "PNG")
+    good_jpeg = encode(noise(200, 150, "RGB", 1), "JPEG")
+    return {
+        "garbage bytes": b"definitely not an image",
+        "empty bytes": b"",
+        "truncated PNG": good_png[: len(good_png) // 2],
+        "PNG signature only": good_png[:8],
+        "truncated JPEG": good_jpeg[: len(good_jpeg) // 2],
+        "missing file": str(tmp_path / "missing.png"),
+        "missing Path": tmp_path / "missing.jpg",
+        "directory": str(tmp_path),
+        "data URL of garbage": "data:image/png;base64," + base64.b64encode(b"garbage!").decode(),
+        "garbage media dict": {"type": "image", "image": b"\x89PNG\r\n\x1a\n" + b"\0" * 30},
+    }
+
+
+def test_unreadable_inputs_name_their_index(tmp_path):
+    media_proc_cfg = cfg("kimi_k3", in_patch_limit=600)
+    good = [noise(300, 200, "RGB", 5), encode(alpha_pattern_rgba(120, 90, 6), "PNG"), noise_array(50, 40, "L", 7)]
+    ref = reference_preprocess(good, media_proc_cfg)
+    processor = kimi_k3_rs.KimiK3VisionProcessor(media_proc_cfg)
+    for what, bad in undecodable(tmp_path).items():
+        for index in (0, 1, 3):
+            batch = good[:index] + [bad] + good[index:]
+            for call in (lambda: kimi_k3_rs.preprocess(batch, media_proc_cfg),
+                         lambda: processor.preprocess([{"type": "image", "image": b} if not isinstance(b, dict) else b
+                                                       for b in batch])):
+                with pytest.raises(kimi_k3_rs.ImageError) as info:
+                    call()
+                msg = str(info.value)
+                assert msg.startswith(f"image {index}: "), (what, msg)
+                assert "\n" not in msg and not isinstance(info.value, kimi_k3_rs.ImageTooLargeError), what
+        # the next call works
+        assert_output_matches(kimi_k3_rs.preprocess(good, media_proc_cfg), ref)
+        assert_output_matches(processor.preprocess(good), ref)
+
+
+def test_truncated_file_fails_cleanly_in_materialize():
+    """A truncated file passes prepare (header only) and fails in materialize with ImageError."""
+    png = encode(noise(200, 150, "RGB", 1), "PNG")
+    truncated = png[: len(png) // 2]
+    media_proc_cfg = kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG
+    enc = kimi_k3_rs.prepare_kimi_k3_encoder_inputs([png, truncated], media_proc_cfg)
+    assert enc.grid_thws.tolist() == [[1, 12, 16], [1, 12, 16]]  # 200x150 padded to 224x168
+    with pytest.raises(kimi_k3_rs.ImageError, match="truncated"):
+        enc.materialize([1])
+    ref = reference_preprocess(png, media_proc_cfg)
+    assert_bit_equal(enc.materialize([0])[0], ref[0])
+
+
+@pytest.mark.xfail(strict=True, reason="bug: materialize(indices) names the position inside `indices` "
+                                       "('image 0: ...' for materialize([2])), not the image's index")
+def test_materialize_error_names_the_prepared_index():
+    png = encode(noise(200, 150, "RGB", 1), "PNG")
+    enc = kimi_k3_rs.prepare_kimi_k3_encoder_inputs([png, png, png[:300]], kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG)
+    for indices in ([2], [0, 2], [2, 1]):
+        with pytest.raises(kimi_k3_rs.ImageError, match=r"^image 2: "):
+            enc.materialize(indices)
+
+
+@pytest.mark.xfail(strict=True, reason="bug: a malformed data: URL raises binascii.Error (bad base64) or an "
+                                       "ImageError without the batch index (no comma)")
+@pytest.mark.parametrize("url", ["data:image/png;base64,AAAAA", "data:,A", "data:no-comma"])
+def test_malformed_data_url_is_an_image_error_naming_its_index(url):
+    media_proc_cfg = kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG
+    with pytest.raises(kimi_k3_rs.ImageError, match=r"^image 1: "):
+        kimi_k3_rs.preprocess([noise(30, 30, "RGB", 0), url], media_proc_cfg)
+
+
+# ---------------------------------------------------------------------------
+# 6. the deferred flow follows its processor
+# ---------------------------------------------------------------------------
+
+
+def test_prepare_follows_processor_pillow_compat():
+    media_proc_cfg = kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG
+    img = noise(1242, 2688, "RGB", 0)  # K2.5: 1242x2688 -> 1038x2248, vertical pass first under "13"
+    by_compat = {c: kimi_k3_rs.KimiK3VisionProcessor(media_proc_cfg, pillow_compat=c) for c in ("12", "13")}
+    outs = {c: p.preprocess([{"type": "image", "image": img}]) for c, p in by_compat.items()}
+    assert not np.array_equal(u32(outs["12"]["pixel_values"]), u32(outs["13"]["pixel_values"]))
+    assert_output_matches(outs[REF_COMPAT], reference_preprocess(img, media_proc_cfg))
+    for compat, processor in by_compat.items():
+        assert processor.pillow_compat == compat
+        enc = kimi_k3_rs.prepare_kimi_k3_encoder_inputs([img], processor)
+        assert_bit_equal(enc.grid_thws, outs[compat]["grid_thws"], "grid_thws")
+        assert_bit_equal(enc.materialize()[0], outs[compat]["pixel_values"], f"materialize {compat}")
+        # an explicit pillow_compat wins over the processor's
+        other = {"12": "13", "13": "12"}[compat]
+        enc = kimi_k3_rs.prepare_kimi_k3_encoder_inputs([img], processor, pillow_compat=other)
+        assert_bit_equal(enc.materialize()[0], outs[other]["pixel_values"], "override")
+    # mutating the copy returned by media_proc_cfg changes neither path
+    processor = by_compat["12"]
+    mutated = processor.media_proc_cfg
+    mutated["in_patch_limit"] = 100
+    mutated["image_mean"][0] = 0.9
+    mutated["patch_size"] = 16
+    assert processor.media_proc_cfg == media_proc_cfg
+    assert_output_matches(processor.preprocess([img]), (outs["12"]["pixel_values"], outs["12"]["grid_thws"]))
+    enc = kimi_k3_rs.prepare_kimi_k3_encoder_inputs([img], processor)
+    assert_bit_equal(enc.materialize()[0], outs["12"]["pixel_values"], "after mutation")
+
+
+def test_materialize_detects_a_replaced_file(tmp_path):
+    media_proc_cfg = kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG
+    path = tmp_path / "img.png"
+    other = noise(64, 48, "RGB", 1)
+    noise(300, 200, "RGB", 0).save(path)
+    enc = kimi_k3_rs.prepare_kimi_k3_encoder_inputs([other, str(path)], media_proc_cfg)
+    assert enc.grid_thws.tolist() == [[1, 4, 6], [1, 16, 22]]
+    noise(200, 300, "RGB", 2).save(path)  # replaced: other size
+    msg = "Kimi-K3 deferred CPU preprocessing produced wrong grids"
+    for indices in (None, [1], [1, 0]):
+        with pytest.raises(ValueError, match=exact(msg)):
+            enc.materialize(indices)
+    # the image that did not change still materializes
+    assert_bit_equal(enc.materialize([0])[0], reference_preprocess(other, media_proc_cfg)[0])
+
+
+# ---------------------------------------------------------------------------
+# 7. count_image_tokens
+# ---------------------------------------------------------------------------
+
+
+def tokens_formula(sizes: np.ndarray, ps: int, m: int, limit: int, side: int) -> np.ndarray:
+    """Vectorised float64 transcription of reference-spec section 2 (exact while pw*ph < 2**53)."""
+    w = sizes[:, 0].astype(np.int64)
+    h = sizes[:, 1].astype(np.int64)
+    pw = np.maximum(1, w // ps)
+    ph = np.maximum(1, h // ps)
+    assert np.all(pw.astype(np.float64) * ph < 2.0**53)
+    s1 = np.sqrt(limit / (pw * ph).astype(np.float64))
+    s2 = (side * ps) / w.astype(np.float64)
+    s3 = (side * ps) / h.astype(np.float64)
+    scale = np.minimum(np.minimum(1.0, s1), np.minimum(s2, s3))
+    new_w = np.minimum(np.maximum(1, np.trunc(w * scale).astype(np.int64)), side * ps)
+    new_h = np.minimum(np.maximum(1, np.trunc(h * scale).astype(np.int64)), side * ps)
+    f = m * ps
+    return ((new_h + f - 1) // f) * ((new_w + f - 1) // f)
+
+
+def random_sizes(seed: int, n: int = 200_000) -> np.ndarray:
+    """Log-uniform widths / heights 1..2**20 (with extreme aspect ratios), plus a band
+    around the K2.5 / K3 budgets and the per-side cap."""
+    rng = np.random.default_rng(seed)
+    sizes = np.exp(rng.uniform(0, math.log(2**20), (n, 2))).astype(np.int64)
+    k, b = n // 4, n // 100
+    sizes[:k] = rng.integers(1500, 4200, (k, 2))  # around the budgets' square sides
+    sizes[k : k + b, 0] = rng.integers(7100, 7300, b)  # the side cap, 7167/7168
+    sizes[k + b : k + 2 * b] = rng.integers(1, 60, (b, 2))  # tiny
+    return sizes
+
+
+@pytest.mark.parametrize("preset,seed", [("KIMI_K25_MEDIA_PROC_CFG", 1), ("KIMI_K3_MEDIA_PROC_CFG", 2)])
+def test_count_image_tokens_random_sizes(preset, seed):
+    media_proc_cfg = getattr(kimi_k3_rs, preset)
+    limit = media_proc_cfg["in_patch_limit"]
+    sizes = random_sizes(seed)
+    counts = kimi_k3_rs.count_image_tokens(sizes, media_proc_cfg)
+    assert counts.dtype == np.int64 and counts.shape == (len(sizes),)
+    assert_bit_equal(counts, tokens_formula(sizes, 14, 2, limit, 512), "formula")
+    # the reference's own Python arithmetic, every size
+    ref = np.array([navit_resize_image(int(w), int(h), 14, 2, limit, 512, None)["num_tokens"] for w, h in sizes])
+    assert_bit_equal(counts, ref, "reference")
+    # navit_resize_config (one Python call per size: a 20,000-size sample)
+    sample = np.random.default_rng(seed + 10).choice(len(sizes), 20_000, replace=False)
+    for i in sample:
+        w, h = (int(v) for v in sizes[i])
+        rc = kimi_k3_rs.navit_resize_config(w, h, 14, 2, limit, 512)
+        assert rc["num_tokens"] == counts[i], (w, h)
+        # num_tokens == grid product / merge_kernel_size**2 (fixed_output_tokens None)
+        gh, gw = (rc["new_height"] + rc["pad_height"]) // 14, (rc["new_width"] + rc["pad_width"]) // 14
+        assert gh * gw == 4 * rc["num_tokens"], (w, h)
+
+
+def check_against_reference(sizes):
+    for preset in ("KIMI_K25_MEDIA_PROC_CFG", "KIMI_K3_MEDIA_PROC_CFG"):
+        media_proc_cfg = getattr(kimi_k3_rs, preset)
+        limit = media_proc_cfg["in_patch_limit"]
+        counts = kimi_k3_rs.count_image_tokens(sizes, media_proc_cfg)
+        for (w, h), got in zip(sizes.tolist(), counts.tolist()):
+            want = navit_resize_image(w, h, 14, 2, limit, 512, None)
+            assert got == want["num_tokens"], (w, h, preset)
+            assert kimi_k3_rs.navit_resize_config(w, h, 14, 2, limit, 512) == want, (w, h, preset)
+
+
+def test_count_image_tokens_huge_sizes():
+    """Sides 2**20..2**36 (up to a 2**72 patch product): pw * ph passes 2**53, so the
+    quotient must come from the exact product (reference-spec section 2)."""
+    rng = np.random.default_rng(5)
+    sizes = np.exp(rng.uniform(math.log(2**20), math.log(2**36), (2000, 2))).astype(np.int64)
+    edges = [[1176685622, 1898098090], [2**53, 1], [1, 2**53], [2**53, 27], [2**31 - 1, 2**31 - 1],
+             [14 * 2**36, 14 * (2**37 - 1)]]  # the last one: patch product just under 2**73
+    check_against_reference(np.concatenate([sizes, np.array(edges, np.int64)]))
+
+
+@pytest.mark.xfail(strict=True, reason="bug: sizing is wrong (1x1, 1 token) once (w // ps) * (h // ps) >= 2**73: "
+                                       "div_correctly_rounded (src/geometry.rs) needs d < 2**64, its n << k "
+                                       "overflows u128")
+@pytest.mark.parametrize("w,h", [(2**53, 2**53), (14 * 2**36, 14 * 2**37), (14 * 2**40, 14 * 2**33), (2**50, 2**40)])
+def test_sizing_up_to_2_53(w, h):
+    check_against_reference(np.array([[w, h]], np.int64))
+
+
+def test_count_image_tokens_input_forms():
+    media_proc_cfg = kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG
+    pairs = [[1920, 1080], [4000, 3000], [8366, 10], [3, 5], [2000, 20000]]
+    want = [2691, 15444, 256, 1, 6656]  # reference-spec section 2 table (K3)
+    arr = np.array(pairs)
+    for sizes in (pairs, [tuple(p) for p in pairs], tuple(tuple(p) for p in pairs), arr,
+                  arr.astype(np.int32), arr.astype(np.uint16), np.asfortranarray(arr),
+                  arr[:, ::-1][:, ::-1], np.repeat(arr, 2, axis=0)[::2]):
+        out = kimi_k3_rs.count_image_tokens(sizes, media_proc_cfg)
+        assert out.dtype == np.int64 and out.tolist() == want
+    # (width, height) order matters
+    assert kimi_k3_rs.count_image_tokens(arr[:, ::-1], media_proc_cfg).tolist() == [
+        navit_resize_image(h, w, 14, 2, 65536, 512, None)["num_tokens"] for w, h in pairs]
+    empty = kimi_k3_rs.count_image_tokens(np.zeros((0, 2), np.int64), media_proc_cfg)
+    assert empty.dtype == np.int64 and empty.shape == (0,)
+    # a MediaProcConfig works as well as the dict
+    validated = kimi_k3_rs.MediaProcConfig.from_dict(media_proc_cfg)
+    assert kimi_k3_rs.count_image_tokens(pairs, validated).tolist() == want
+
+
+@pytest.mark.parametrize("fixed", [0, 1, 64, 64.0, 100000])
+def test_count_image_tokens_fixed_output_tokens(fixed):
+    media_proc_cfg = cfg("kimi_k25", fixed_output_tokens=fixed)
+    sizes = random_sizes(7, 5000)
+    counts = kimi_k3_rs.count_image_tokens(sizes, media_proc_cfg)
+    assert counts.tolist() == [int(fixed)] * len(sizes)
+    for w, h in sizes[:200]:
+        assert kimi_k3_rs.navit_resize_config(int(w), int(h), 14, 2, 16384, 512, fixed)["num_tokens"] == int(fixed)
+    # the side-limit assertion is skipped too (odd patch_limit_on_one_side)
+    odd = cfg("kimi_k25", fixed_output_tokens=fixed, patch_limit_on_one_side=511)
+    assert kimi_k3_rs.count_image_tokens([[10000, 100]], odd).tolist() == [int(fixed)]
+
+
+def test_count_image_tokens_side_limit_assertion():
+    odd = cfg("kimi_k25", patch_limit_on_one_side=511)
+    with pytest.raises(ValueError, match=exact("token_width 256 * merge_kernel_size 2 > patch_limit_on_one_side 511")):
+        kimi_k3_rs.count_image_tokens([[100, 100], [10000, 100]], odd)
+
+
+@pytest.mark.parametrize("sizes", [
+    [[1, 2, 3]], [1, 2], 5, np.zeros((3, 2, 1), np.int64), np.zeros((2, 0), np.int64), [[[1, 2]]],
+])
+def test_count_image_tokens_bad_shapes(sizes):
+    with pytest.raises(kimi_k3_rs.ImageError, match=r"\[n, 2\]"):
+        kimi_k3_rs.count_image_tokens(sizes, kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG)
+
+
+@pytest.mark.parametrize("sizes", [[[0, 5]], [[5, 0]], [[0, 0]], [[-1, 5]], [[5, -7]],
+                                   [[100, 100], [-(2**40), 3]], np.array([[3, 3], [1, 0]], np.int32)])
+def test_count_image_tokens_zero_or_negative(sizes):
+    with pytest.raises(kimi_k3_rs.ImageError):
+        kimi_k3_rs.count_image_tokens(sizes, kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG)
+
+
+@pytest.mark.xfail(strict=True, reason="bug: sizes over 2**53 raise ConfigError "
+                                       "'media_proc_cfg[\"width\"] must be at most 2**53 pixels', "
+                                       "not ImageError (navit_resize_config raises ImageError)")
+@pytest.mark.parametrize("sizes", [[[2**53 + 1, 5]], [[5, 2**62]]])
+def test_count_image_tokens_over_2_53_is_an_image_error(sizes):
+    with pytest.raises(kimi_k3_rs.ImageError):
+        kimi_k3_rs.count_image_tokens(sizes, kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG)
+
+
+def test_per_image_num_tokens_is_grid_product_over_merge_squared():
+    images = [noise(1300, 900, "RGB", 1), noise_array(29, 29, "RGB", 2), noise(8366, 10, "RGB", 3),
+              noise(1, 1, "L", 4), noise(2000, 700, "RGBA", 5)]
+    sizes = [[1300, 900], [29, 29], [8366, 10], [1, 1], [2000, 700]]
+    for media_proc_cfg in (kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG, kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG,
+                           cfg("kimi_k25", merge_kernel_size=4, in_patch_limit=3000),
+                           cfg("kimi_k3", merge_kernel_size=1, patch_size=16, in_patch_limit=3000)):
+        m = media_proc_cfg["merge_kernel_size"]
+        enc = kimi_k3_rs.prepare_kimi_k3_encoder_inputs(images, media_proc_cfg)
+        grid = enc.grid_thws
+        assert enc.num_tokens == (grid[:, 1] * grid[:, 2] // m**2).tolist()
+        assert np.all(grid[:, 1] * grid[:, 2] % m**2 == 0)
+        assert kimi_k3_rs.count_image_tokens(sizes, media_proc_cfg).tolist() == enc.num_tokens
+        if media_proc_cfg["patch_size"] == 14 and m == 2:
+            assert_bit_equal(kimi_k3_rs.preprocess(images, media_proc_cfg)["grid_thws"], grid, "grid_thws")
+
+
+# ---------------------------------------------------------------------------
+# 8. navit_resize_config size checks
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("w,h", [(0, 5), (5, 0), (0, 0), (-1, 5), (5, -1), (-(2**60), 3),
+                                 (2**53 + 1, 5), (5, 2**53 + 1), (2**64, 2**64), (np.uint64(2**63), 5)])
+def test_navit_resize_config_bad_sizes(w, h):
+    with pytest.raises(kimi_k3_rs.ImageError, match="1..2\\*\\*53"):
+        kimi_k3_rs.navit_resize_config(w, h, 14, 2, 16384, 512)
+
+
+@pytest.mark.parametrize("w,h", [(1.0, 5), (5, 5.0), ("5", 5), (True, 5), (5, False), (None, 5),
+                                 (np.float64(5), 5), (5, [5])])
+def test_navit_resize_config_non_int(w, h):
+    with pytest.raises(TypeError, match="must be an int"):
+        kimi_k3_rs.navit_resize_config(w, h, 14, 2, 16384, 512)
+
+
+def test_navit_resize_config_limits_and_numpy_ints():
+    assert kimi_k3_rs.navit_resize_config(2**53, 1, 14, 2, 16384, 512) == navit_resize_image(
+        2**53, 1, 14, 2, 16384, 512, None)
+    assert kimi_k3_rs.navit_resize_config(1, 1, 14, 2, 16384, 512) == navit_resize_image(1, 1, 14, 2, 16384, 512, None)
+    for t in (np.int8, np.int32, np.int64, np.uint16, np.uint64):
+        assert kimi_k3_rs.navit_resize_config(t(100), t(77), 14, 2, 16384, 512) == navit_resize_image(
+            100, 77, 14, 2, 16384, 512, None)
