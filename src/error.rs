@@ -43,6 +43,15 @@ pub enum KimiError {
         /// Height in pixels.
         height: u64,
     },
+    /// An image side is larger than the sizing accepts (2^53 pixels: above it
+    /// `float(width)` is not exact in the reference).
+    #[error("image width and height must be at most 2**53 pixels, got {width}x{height}")]
+    SideTooLarge {
+        /// Width in pixels.
+        width: u64,
+        /// Height in pixels.
+        height: u64,
+    },
     /// The pixel buffer does not hold `height * width * channels` bytes.
     #[error("source buffer holds {len} bytes, expected {height}x{width}x{channels} = {expected}")]
     BufferSize {

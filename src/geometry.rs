@@ -55,15 +55,35 @@ fn bit_len(v: u128) -> u32 {
     128 - v.leading_zeros()
 }
 
+/// `floor(n * 2^k / d)` and whether it left a remainder, for `n < 2^64`,
+/// `0 < d < 2^127`: bit-serial long division, for divisors too large for the
+/// shifted numerator to fit in `u128`.
+fn long_division(n: u128, k: u32, d: u128) -> (u128, bool) {
+    let (mut q, mut r) = (0u128, 0u128);
+    for i in (0..bit_len(n) + k).rev() {
+        let bit = if i >= k { (n >> (i - k)) & 1 } else { 0 };
+        r = (r << 1) | bit;
+        q <<= 1;
+        if r >= d {
+            r -= d;
+            q |= 1;
+        }
+    }
+    (q, r != 0)
+}
+
 /// `n / d` rounded correctly (half to even) to `f64`, as Python's int/int true
-/// division does. Requires `0 < n < 2^64`, `0 < d < 2^64`.
+/// division does. Requires `0 < n < 2^64` and `0 < d < 2^127`.
 fn div_correctly_rounded(n: u128, d: u128) -> f64 {
-    debug_assert!(n > 0 && d > 0 && n < (1 << 64) && d < (1 << 64));
+    debug_assert!(n > 0 && d > 0 && n < (1 << 64) && d < (1 << 127));
     // Scale the numerator so that the integer quotient has at least 55 bits.
     let k = (55 + bit_len(d)).saturating_sub(bit_len(n));
-    let num = n << k;
-    let q = num / d;
-    let sticky = num % d != 0;
+    let (q, sticky) = if bit_len(n) + k <= 128 {
+        let num = n << k;
+        (num / d, num % d != 0)
+    } else {
+        long_division(n, k, d)
+    };
     let drop = bit_len(q) - 53;
     let mut mant = q >> drop;
     let rest = q & ((1u128 << drop) - 1);
@@ -72,7 +92,7 @@ fn div_correctly_rounded(n: u128, d: u128) -> f64 {
         mant += 1;
     }
     // value = mant * 2^(drop - k); the exponent stays in the normal range for
-    // the operands accepted here (|exponent| < 200).
+    // the operands accepted here (|exponent| < 300).
     let exp = i64::from(drop) - i64::from(k);
     #[allow(clippy::cast_sign_loss, clippy::cast_precision_loss)]
     let pow2 = f64::from_bits(((exp + 1023) as u64) << 52);
@@ -91,7 +111,7 @@ fn div_correctly_rounded(n: u128, d: u128) -> f64 {
 ///
 /// # Errors
 /// * `KimiError::EmptyImage` when a side is 0 (the reference divides by it).
-/// * `KimiError::Config` when a side exceeds [`MAX_SIDE`].
+/// * `KimiError::SideTooLarge` when a side exceeds [`MAX_SIDE`].
 /// * `KimiError::SideLimit` when the reference's side-limit assertion fails
 ///   (only reachable when `patch_limit_on_one_side` is not a multiple of `merge_kernel_size`).
 /// * `KimiError::Overflow` when the token count overflows `u64`.
@@ -103,14 +123,8 @@ pub fn navit_resize_config(
     if width == 0 || height == 0 {
         return Err(KimiError::EmptyImage { width, height });
     }
-    for (key, v) in [("width", width), ("height", height)] {
-        if v > MAX_SIDE {
-            return Err(KimiError::Config {
-                key,
-                rule: "at most 2**53 pixels",
-                value: v.to_string(),
-            });
-        }
+    if width > MAX_SIDE || height > MAX_SIDE {
+        return Err(KimiError::SideTooLarge { width, height });
     }
     let ps = cfg.patch_size();
     let m = cfg.merge_kernel_size();
@@ -233,6 +247,27 @@ mod tests {
         assert_eq!(
             div_correctly_rounded((1 << 53) + 3, 1),
             9_007_199_254_740_996.0
+        );
+    }
+
+    #[test]
+    fn huge_divisors_round_like_python() {
+        // Python: 16384 / (2**49 * 2**49) == 5.169878828456423e-26 (2**-84: exact),
+        // and 3 / (2**100 + 1) == 2.3665827156630354e-30.
+        assert_eq!(
+            div_correctly_rounded(16384, 1 << 98),
+            5.169_878_828_456_423e-26
+        );
+        assert_eq!(
+            div_correctly_rounded(3, (1 << 100) + 1),
+            2.366_582_715_663_035_4e-30
+        );
+        // The long division agrees with u128 division where both apply.
+        let d = 84_048_973u128 * 135_578_435u128;
+        let k = 55 + bit_len(d) - bit_len(16384);
+        assert_eq!(
+            long_division(16384, k, d),
+            ((16384u128 << k) / d, (16384u128 << k) % d != 0)
         );
     }
 

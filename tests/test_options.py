@@ -5,11 +5,9 @@
 (decompression bombs), decode errors naming the batch index, the deferred flow
 following its processor's options, ``count_image_tokens`` and the size checks of
 ``navit_resize_config``.  Every value is compared exactly (bits), against
-``tests/reference.py`` or a formula written here.
-
-Tests marked ``xfail(strict=True)`` pin a bug found while writing these tests:
-they state the documented behaviour and start failing (XPASS) once it is fixed,
-so the marker must then be removed.
+``tests/reference.py`` or a formula written here. Several tests pin bugs found
+while writing them (sizing over 2**73 patch products, Pillow's limit under
+``max_image_pixels``, data URL errors, materialize's error index, ``out=`` messages).
 """
 
 from __future__ import annotations
@@ -325,9 +323,6 @@ def test_out_aliasing_an_input_is_refused():
     assert_output_matches(kimi_k3_rs.preprocess(img, media_proc_cfg), ref)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: misleading messages for a misaligned or byte-swapped out "
-                                       "(misaligned says 'must be C-contiguous', '>f4' says "
-                                       "'must be a 4-D f32 numpy array, got <class numpy.ndarray>')")
 def test_out_misaligned_or_byteswapped_messages_name_the_problem():
     media_proc_cfg = kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG
     img = noise(300, 200, "RGB", 0)
@@ -527,9 +522,6 @@ def test_bad_max_image_pixels(bad):
         kimi_k3_rs.KimiK3VisionProcessor(media_proc_cfg, max_image_pixels=bad)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: a max_image_pixels above Pillow's own limit (or None, "
-                                       "'turns the check off') does not lift Pillow's "
-                                       "DecompressionBombError (2 x Image.MAX_IMAGE_PIXELS)")
 def test_max_image_pixels_above_pillows_limit_is_honoured(monkeypatch):
     # Pillow's own limit scaled down (2 x 1000 pixels) so that the check is cheap to reach:
     # in a default install the same happens to any image over 178,956,970 pixels.
@@ -666,8 +658,6 @@ def test_truncated_file_fails_cleanly_in_materialize():
     assert_bit_equal(enc.materialize([0])[0], ref[0])
 
 
-@pytest.mark.xfail(strict=True, reason="bug: materialize(indices) names the position inside `indices` "
-                                       "('image 0: ...' for materialize([2])), not the image's index")
 def test_materialize_error_names_the_prepared_index():
     png = encode(noise(200, 150, "RGB", 1), "PNG")
     enc = kimi_k3_rs.prepare_kimi_k3_encoder_inputs([png, png, png[:300]], kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG)
@@ -676,8 +666,6 @@ def test_materialize_error_names_the_prepared_index():
             enc.materialize(indices)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: a malformed data: URL raises binascii.Error (bad base64) or an "
-                                       "ImageError without the batch index (no comma)")
 @pytest.mark.parametrize("url", ["data:image/png;base64,AAAAA", "data:,A", "data:no-comma"])
 def test_malformed_data_url_is_an_image_error_naming_its_index(url):
     media_proc_cfg = kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG
@@ -811,9 +799,6 @@ def test_count_image_tokens_huge_sizes():
     check_against_reference(np.concatenate([sizes, np.array(edges, np.int64)]))
 
 
-@pytest.mark.xfail(strict=True, reason="bug: sizing is wrong (1x1, 1 token) once (w // ps) * (h // ps) >= 2**73: "
-                                       "div_correctly_rounded (src/geometry.rs) needs d < 2**64, its n << k "
-                                       "overflows u128")
 @pytest.mark.parametrize("w,h", [(2**53, 2**53), (14 * 2**36, 14 * 2**37), (14 * 2**40, 14 * 2**33), (2**50, 2**40)])
 def test_sizing_up_to_2_53(w, h):
     check_against_reference(np.array([[w, h]], np.int64))
@@ -873,9 +858,6 @@ def test_count_image_tokens_zero_or_negative(sizes):
         kimi_k3_rs.count_image_tokens(sizes, kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: sizes over 2**53 raise ConfigError "
-                                       "'media_proc_cfg[\"width\"] must be at most 2**53 pixels', "
-                                       "not ImageError (navit_resize_config raises ImageError)")
 @pytest.mark.parametrize("sizes", [[[2**53 + 1, 5]], [[5, 2**62]]])
 def test_count_image_tokens_over_2_53_is_an_image_error(sizes):
     with pytest.raises(kimi_k3_rs.ImageError):

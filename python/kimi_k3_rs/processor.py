@@ -10,10 +10,12 @@ work runs in Rust with the GIL released; this module only loads images and check
 from __future__ import annotations
 
 import base64
+import binascii
 import contextlib
 import copy
 import io
 import json
+import numbers
 import os
 import secrets
 from collections.abc import Iterator, Mapping, Sequence
@@ -149,7 +151,8 @@ def count_image_tokens(sizes: Any, media_proc_cfg: Union[Mapping[str, Any], Medi
         int64 ``[n]``.
 
     Raises:
-        ImageError: ``sizes`` is not ``[n, 2]``, or a size is 0 or negative.
+        ImageError: ``sizes`` is not ``[n, 2]``, or a size is 0, negative or over 2**53.
+        TypeError: ``sizes`` are not integers (floats are not truncated silently).
         KimiK3Error: the side-limit assertion (see :func:`navit_resize_config`).
         ValueError / TypeError: as :meth:`MediaProcConfig.from_dict`.
 
@@ -158,10 +161,16 @@ def count_image_tokens(sizes: Any, media_proc_cfg: Union[Mapping[str, Any], Medi
         [2691, 4200]
     """
     cfg = MediaProcConfig.from_dict(media_proc_cfg)
-    array = np.ascontiguousarray(np.asarray(sizes, dtype=np.int64))
-    if array.ndim != 2 or array.shape[1] != 2:
-        raise ImageError(f"sizes must have shape [n, 2] (width, height), got {array.shape}")
-    return _native.count_image_tokens(array, cfg.native)
+    given = np.asarray(sizes)
+    if given.size == 0:
+        given = given.reshape(-1, 2) if given.ndim <= 1 or given.shape[-1] == 2 else given
+    if given.ndim != 2 or given.shape[1] != 2:
+        raise ImageError(f"sizes must have shape [n, 2] (width, height), got {given.shape}")
+    if given.size and given.dtype.kind not in "iu":
+        raise TypeError(f"sizes must be integers, got dtype {given.dtype}")
+    if given.dtype.kind == "u" and given.size and given.max() > 2**62:
+        raise ImageError(f"image sizes must be at most 2**53 pixels, got {given.max()}")
+    return _native.count_image_tokens(np.ascontiguousarray(given, dtype=np.int64), cfg.native)
 
 
 def _resize_dict(t: tuple[int, int, int, int, int]) -> dict[str, int]:
@@ -218,7 +227,11 @@ def _decode(data: Any) -> Image.Image:
         head, comma, payload = data.partition(",")
         if not comma:
             raise ImageError(f"data: URL without a ',' before its payload: {data[:40]!r}")
-        return Image.open(io.BytesIO(base64.b64decode(payload)))
+        try:
+            encoded = base64.b64decode(payload, validate=True)
+        except binascii.Error as exc:
+            raise ImageError(f"data: URL payload is not base64: {exc}") from exc
+        return Image.open(io.BytesIO(encoded))
     if isinstance(data, (str, os.PathLike)):
         return Image.open(data)
     raise ValueError(f"Unsupported data type: {type(data)}")
@@ -306,7 +319,11 @@ def _loaded(
     try:
         decoded = _decode(data)
     except Image.DecompressionBombError as exc:  # over Pillow's own limit
-        raise ImageTooLargeError(str(exc)) from exc
+        decoded = _open_unchecked(data)
+        width, height = decoded.size
+        if max_image_pixels is not None and width * height > max_image_pixels:
+            decoded.close()
+            raise ImageTooLargeError(str(exc)) from exc
     with decoded as image:
         _check_pixels(image, max_image_pixels)
         yield _apply_exif(image, exif_transpose)
@@ -324,31 +341,37 @@ def _check_array(array: np.ndarray) -> None:
         raise ImageError(f"image width and height must be positive, got shape {array.shape}")
 
 
-def _bomb_header_size(data: Any) -> tuple[int, int]:
-    """``(width, height)`` from the header of encoded data over Pillow's own limit.
+def _open_unchecked(data: Any) -> Image.Image:
+    """Open encoded data whose header is over Pillow's own limit, lazily.
 
-    ``Image.open`` refuses such data before its size can be read; this asks the
-    format plugins directly, as ``Image.open`` does minus that check. Only the header
-    is parsed; nothing is decoded.
+    ``Image.open`` refuses such data (``DecompressionBombError``) before anything
+    else; this asks the format plugins directly, as ``Image.open`` does minus that
+    check, reading only the header. Used only where the caller's
+    ``max_image_pixels`` allows the size, or to read the size (sizing works on any
+    size). A file opened here is closed with the image.
     """
-    if isinstance(data, (str, os.PathLike)) and not (isinstance(data, str) and data.startswith("data:")):
-        with open(data, "rb") as f:
-            encoded = f.read()
+    is_path = isinstance(data, (str, os.PathLike)) and not (isinstance(data, str) and data.startswith("data:"))
+    if is_path:
+        fp: Any = open(data, "rb")  # noqa: SIM115 (closed by the image, or below)
     elif isinstance(data, str):
-        encoded = base64.b64decode(data.partition(",")[2])
+        fp = io.BytesIO(base64.b64decode(data.partition(",")[2], validate=True))
     else:
-        encoded = bytes(data)
+        fp = io.BytesIO(bytes(data))
+    prefix = fp.read(16)
     Image.init()
     for format_id in Image.ID:
         factory, accept = Image.OPEN[format_id]
-        if accept is not None and not accept(encoded[:16]):
+        if accept is not None and not accept(prefix):
             continue
+        fp.seek(0)
         try:
-            with factory(io.BytesIO(encoded), "") as image:
-                return image.size
+            image = factory(fp, os.fspath(data) if is_path else "")
         except (OSError, SyntaxError, ValueError):
             continue
-    raise ImageError("cannot identify image file")
+        image._exclusive_fp = is_path  # close the file with the image, as Image.open(path) does
+        return image
+    fp.close()
+    raise Image.UnidentifiedImageError("cannot identify image file")
 
 
 def _header_size(data: Any, exif_transpose: bool) -> tuple[int, int]:
@@ -360,19 +383,14 @@ def _header_size(data: Any, exif_transpose: bool) -> tuple[int, int]:
         if height == 0 or width == 0:
             raise ImageError(f"image width and height must be positive, got shape {list(data.shape)}")
         return width, height
-    try:
-        with _loaded(data, max_image_pixels=None) as image:
-            if isinstance(image, np.ndarray):
-                _check_array(image)
-                return int(image.shape[1]), int(image.shape[0])
-            width, height = image.size
-            if exif_transpose and _exif_orientation(image) in _SIDE_SWAPPING_ORIENTATIONS:
-                return height, width
-            return width, height
-    except ImageTooLargeError:
-        return _bomb_header_size(data)
-    except OSError as exc:
-        raise ImageError(f"cannot read or decode the image: {exc}") from exc
+    with _loaded(data, max_image_pixels=None) as image:
+        if isinstance(image, np.ndarray):
+            _check_array(image)
+            return int(image.shape[1]), int(image.shape[0])
+        width, height = image.size
+        if exif_transpose and _exif_orientation(image) in _SIDE_SWAPPING_ORIENTATIONS:
+            return height, width
+        return width, height
 
 
 # ---------------------------------------------------------------------------
@@ -555,13 +573,14 @@ class _Options:
             raise ValueError(f"dtype must be 'float32', 'bfloat16' or 'float16', got {dtype!r}")
         if num_threads is None:
             env = os.environ.get(NUM_THREADS_ENV, "").strip()
-            if env and not env.isdigit():
-                raise ValueError(f"{NUM_THREADS_ENV} must be a positive integer, got {env!r}")
+            if env and not (env.isascii() and env.isdigit() and 1 <= int(env) <= 1024):
+                raise ValueError(f"{NUM_THREADS_ENV} must be an integer in 1..1024, got {env!r}")
             num_threads = int(env) if env else 1
-        if isinstance(num_threads, bool) or not isinstance(num_threads, int):
+        if isinstance(num_threads, bool) or not isinstance(num_threads, numbers.Integral):
             raise TypeError(f"num_threads must be an int or None, got {num_threads!r}")
         if not 1 <= num_threads <= 1024:
             raise ValueError(f"num_threads must be in 1..1024, got {num_threads}")
+        num_threads = int(num_threads)
         if max_image_pixels is not None and (
             isinstance(max_image_pixels, bool) or not isinstance(max_image_pixels, int) or max_image_pixels < 1
         ):
@@ -582,8 +601,10 @@ def _as_native_out(out: Any, dtype: str) -> np.ndarray:
     expected = {"float32": ("float32",), "float16": ("float16",), "bfloat16": ("bfloat16", "uint16")}[dtype]
     if out.dtype.name not in expected:
         raise ImageError(f"out has dtype {out.dtype}, expected {' or '.join(expected)} for dtype={dtype!r}")
-    if not (out.flags.c_contiguous and out.flags.writeable):
-        raise ImageError("out must be a C-contiguous, writeable array")
+    if not out.dtype.isnative:
+        raise ImageError(f"out must have the native byte order, got dtype {out.dtype.str!r}")
+    if not (out.flags.c_contiguous and out.flags.aligned and out.flags.writeable):
+        raise ImageError("out must be a C-contiguous, aligned, writeable array")
     return out if dtype == "float32" else out.view(np.uint16)
 
 
@@ -601,17 +622,35 @@ def _from_native(values: np.ndarray, dtype: str) -> np.ndarray:
     return values
 
 
+@contextlib.contextmanager
+def _naming(index: int) -> Iterator[None]:
+    """Put the batch index in front of image errors; a file or bytes object that
+    Pillow cannot read or decode (``OSError``) becomes an :class:`ImageError`."""
+    try:
+        yield
+    except ImageError as exc:
+        raise type(exc)(f"image {index}: {exc}") from exc
+    except OSError as exc:
+        raise ImageError(f"image {index}: cannot read or decode it: {exc}") from exc
+
+
 def _run(
-    images: Sequence[Any], cfg: MediaProcConfig, opts: _Options, out: Optional[np.ndarray] = None
+    images: Sequence[Any],
+    cfg: MediaProcConfig,
+    opts: _Options,
+    out: Optional[np.ndarray] = None,
+    indices: Optional[Sequence[int]] = None,
 ) -> tuple[np.ndarray, npt.NDArray[np.int64]]:
+    """Load every image, then preprocess the batch in one native call.
+
+    ``indices``: the numbers errors give the images (their batch positions by default).
+    """
     arrays: list[np.ndarray] = []
     resized_from: list[Optional[tuple[int, int]]] = []
-    for index, item in enumerate(images):
-        try:
+    for position, item in enumerate(images):
+        with _naming(position if indices is None else indices[position]):
             with _loaded(_unwrap_media(item), opts.exif_transpose, opts.max_image_pixels) as image:
                 array, original = _pixels(image, cfg, opts.compat)
-        except OSError as exc:  # files and bytes Pillow cannot read or decode
-            raise ImageError(f"image {index}: cannot read or decode it: {exc}") from exc
         arrays.append(array)
         resized_from.append(original)
     pixel_values, grid_thws = _native.preprocess(
@@ -1011,7 +1050,7 @@ class KimiK3EncoderInputs:
         chosen = [self._images[i] for i in order]
         if not chosen:
             return []
-        pixel_values, grid_thws = _run(chosen, self._config, self._options)
+        pixel_values, grid_thws = _run(chosen, self._config, self._options, indices=order)
         if not np.array_equal(grid_thws, self.grid_thws[order]):
             raise ValueError("Kimi-K3 deferred CPU preprocessing produced wrong grids")
         rows = np.cumsum(grid_thws.prod(axis=1))[:-1]
@@ -1079,7 +1118,10 @@ def prepare_kimi_k3_encoder_inputs(
     )
     split = [_split_media(item) for item in _as_list(images)]
     items = [image for image, _ in split]
-    sizes = [_header_size(item, opts.exif_transpose) for item in items]  # reads headers only
+    sizes = []
+    for index, item in enumerate(items):
+        with _naming(index):
+            sizes.append(_header_size(item, opts.exif_transpose))  # reads headers only
     configs = [_resize_dict(t) for t in _native.navit_resize_configs(sizes, cfg.native)]
     ps = cfg.patch_size
     grid = np.array(

@@ -48,6 +48,7 @@ fn to_py_err(err: KimiError) -> PyErr {
         KimiError::Config { .. } => ConfigError::new_err(msg),
         KimiError::SideLimit { .. } => KimiK3Error::new_err(msg),
         KimiError::EmptyImage { .. }
+        | KimiError::SideTooLarge { .. }
         | KimiError::BufferSize { .. }
         | KimiError::Channels(_)
         | KimiError::PreResizedSize { .. }
