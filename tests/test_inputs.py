@@ -583,12 +583,14 @@ INPUT_ERRORS = [
 
 @pytest.mark.parametrize("item,cls,msg", INPUT_ERRORS, ids=[m for _, _, m in INPUT_ERRORS])
 def test_input_errors(item, cls, msg):
-    for call in (
-        lambda: kimi_k3_rs.preprocess([item], CONFIGS["k3"]),
-        lambda: kimi_k3_rs.preprocess([mode_image("CMYK", 9, 9, 0), item], CONFIGS["k25"]),
-        lambda: kimi_k3_rs.prepare_kimi_k3_encoder_inputs([item], CONFIGS["k3"]),
+    # Image errors (our class) name the failing image's batch index first.
+    prefix = (lambda index: f"image {index}: ") if cls is kimi_k3_rs.ImageError else (lambda index: "")
+    for index, call in (
+        (0, lambda: kimi_k3_rs.preprocess([item], CONFIGS["k3"])),
+        (1, lambda: kimi_k3_rs.preprocess([mode_image("CMYK", 9, 9, 0), item], CONFIGS["k25"])),
+        (0, lambda: kimi_k3_rs.prepare_kimi_k3_encoder_inputs([item], CONFIGS["k3"])),
     ):
-        with pytest.raises(cls, match=exact(msg)):
+        with pytest.raises(cls, match=exact(prefix(index) + msg)):
             call()
 
 

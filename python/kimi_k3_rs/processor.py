@@ -378,19 +378,26 @@ def _header_size(data: Any, exif_transpose: bool) -> tuple[int, int]:
     """``(width, height)`` of one input as the pixel path will see it, reading no pixels
     where it can (file headers; tensor shapes; EXIF orientations 5..8 swap the sides).
     No ``max_image_pixels`` limit applies: sizing works on any size."""
+    if isinstance(data, np.ndarray):
+        _check_array(data)
+        return int(data.shape[1]), int(data.shape[0])
+    if isinstance(data, Image.Image):
+        return _oriented_size(data, exif_transpose)
     if _is_torch_tensor(data):
         height, width, _, _ = _tensor_layout(data)
         if height == 0 or width == 0:
             raise ImageError(f"image width and height must be positive, got shape {list(data.shape)}")
         return width, height
-    with _loaded(data, max_image_pixels=None) as image:
-        if isinstance(image, np.ndarray):
-            _check_array(image)
-            return int(image.shape[1]), int(image.shape[0])
-        width, height = image.size
-        if exif_transpose and _exif_orientation(image) in _SIDE_SWAPPING_ORIENTATIONS:
-            return height, width
-        return width, height
+    with _loaded(data, max_image_pixels=None) as image:  # the header only
+        return _oriented_size(image, exif_transpose)
+
+
+def _oriented_size(image: Image.Image, exif_transpose: bool) -> tuple[int, int]:
+    """``image.size``, swapped when ``exif_transpose`` would turn the image (5..8)."""
+    width, height = image.size
+    if exif_transpose and _exif_orientation(image) in _SIDE_SWAPPING_ORIENTATIONS:
+        return height, width
+    return width, height
 
 
 # ---------------------------------------------------------------------------
@@ -1118,16 +1125,18 @@ def prepare_kimi_k3_encoder_inputs(
     )
     split = [_split_media(item) for item in _as_list(images)]
     items = [image for image, _ in split]
-    sizes = []
-    for index, item in enumerate(items):
-        with _naming(index):
-            sizes.append(_header_size(item, opts.exif_transpose))  # reads headers only
+    try:
+        sizes = [_header_size(item, opts.exif_transpose) for item in items]  # reads headers only
+    except (ImageError, OSError):
+        for index, item in enumerate(items):  # again, to name the image that fails
+            with _naming(index):
+                _header_size(item, opts.exif_transpose)
+        raise
     configs = [_resize_dict(t) for t in _native.navit_resize_configs(sizes, cfg.native)]
     ps = cfg.patch_size
-    grid = np.array(
-        [[1, (r["new_height"] + r["pad_height"]) // ps, (r["new_width"] + r["pad_width"]) // ps] for r in configs],
-        dtype=np.int64,
-    ).reshape(-1, 3)
+    grid = np.ones((len(configs), 3), dtype=np.int64)
+    grid[:, 1] = [(r["new_height"] + r["pad_height"]) // ps for r in configs]
+    grid[:, 2] = [(r["new_width"] + r["pad_width"]) // ps for r in configs]
     return KimiK3EncoderInputs(
         grid_thws=grid,
         resize_configs=configs,
