@@ -111,7 +111,7 @@ def test_la_cannot_be_converted_as_in_the_reference(config, limit):
     image = mode_image("La", 150, 110, seed=3)
     with pytest.raises(ValueError, match="conversion from La to L not supported"):
         reference_preprocess(image, media_proc_cfg)
-    with pytest.raises(kimi_k3_rs.ImageError, match=r"^cannot convert a mode La image to RGB \(Pillow: "):
+    with pytest.raises(kimi_k3_rs.ImageError, match=r"^image 0: cannot convert a mode La image to RGB \(Pillow: "):
         kimi_k3_rs.preprocess(image, media_proc_cfg)
     # the library stays usable
     rgb = mode_image("RGB+trns", 40, 30, 2)
@@ -147,7 +147,7 @@ def test_tall_modes(kind, config):
     assert_output_matches(kimi_k3_rs.preprocess(image, media_proc_cfg, pillow_compat=REF_COMPAT), ref)
     expected = tall_expectation(kind, config)
     if expected == "error":
-        msg = (f"mode {image.mode} images are resized by the installed Pillow "
+        msg = (f"image 0: mode {image.mode} images are resized by the installed Pillow "
                f"{Image.__version__} (its 16/32-bit resample), whose pass order is "
                f"pillow_compat={REF_COMPAT!r}, not {OTHER_COMPAT!r}, and the order changes the "
                f"result for 120x400 -> {new_w}x{new_h}; use pillow_compat='auto'")
