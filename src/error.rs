@@ -90,6 +90,12 @@ pub enum KimiError {
     /// The thread pool could not be started (the OS refused threads).
     #[error("cannot start the kimi_k3_rs thread pool: {0}")]
     Threads(String),
+    /// The output buffer cannot be allocated.
+    #[error("cannot allocate pixel_values: {values} values")]
+    Allocation {
+        /// Values asked for.
+        values: usize,
+    },
     /// A caller-provided output slice has the wrong length.
     #[error("output buffer holds {len} values, expected {expected}")]
     OutputSize {

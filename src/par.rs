@@ -2,6 +2,7 @@
 //! rayon pools (never rayon's global pool, so a host's pool is left alone).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use rayon::prelude::*;
@@ -34,11 +35,43 @@ pub(crate) fn for_each_chunk<T, S, I, F>(
     }
 }
 
-type Pools = HashMap<usize, Arc<ThreadPool>>;
+/// The pools of one process, by thread count.
+struct Registry {
+    pid: u32,
+    pools: Mutex<HashMap<usize, Arc<ThreadPool>>>,
+}
 
-/// Pools by thread count, for the process that built them (a forked child
-/// builds its own: the parent's worker threads do not exist there).
-static POOLS: Mutex<Option<(u32, Pools)>> = Mutex::new(None);
+/// The current process's registry. A forked child starts a registry of its own:
+/// the parent's worker threads do not exist there, and the parent's lock may have
+/// been held by another thread at the moment of the fork, so neither is touched.
+/// (The parent's registry is leaked in the child: a few bytes per fork.)
+static REGISTRY: AtomicPtr<Registry> = AtomicPtr::new(std::ptr::null_mut());
+
+fn registry() -> &'static Registry {
+    let pid = std::process::id();
+    loop {
+        let current = REGISTRY.load(Ordering::Acquire);
+        // SAFETY: a non-null pointer here always comes from `Box::leak` below and is
+        // never freed, so it stays valid for the life of the process.
+        if let Some(registry) = unsafe { current.as_ref() } {
+            if registry.pid == pid {
+                return registry;
+            }
+        }
+        let fresh: *mut Registry = Box::leak(Box::new(Registry {
+            pid,
+            pools: Mutex::new(HashMap::new()),
+        }));
+        if REGISTRY
+            .compare_exchange(current, fresh, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            // Another thread installed one first: drop ours, use theirs.
+            // SAFETY: `fresh` was leaked just above and never shared.
+            drop(unsafe { Box::from_raw(fresh) });
+        }
+    }
+}
 
 /// Run `f` on a pool of `threads` workers (`threads >= 2`), built on first use.
 ///
@@ -46,12 +79,10 @@ static POOLS: Mutex<Option<(u32, Pools)>> = Mutex::new(None);
 /// The OS error text when the pool's threads cannot be spawned.
 pub(crate) fn install<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> Result<R, String> {
     let pool = {
-        let mut guard = POOLS.lock().unwrap_or_else(PoisonError::into_inner);
-        let pid = std::process::id();
-        if guard.as_ref().is_some_and(|(owner, _)| *owner != pid) {
-            *guard = None;
-        }
-        let (_, pools) = guard.get_or_insert_with(|| (pid, HashMap::new()));
+        let mut pools = registry()
+            .pools
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         match pools.get(&threads) {
             Some(pool) => Arc::clone(pool),
             None => {

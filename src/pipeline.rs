@@ -367,14 +367,20 @@ pub struct BatchOutput {
 /// * `compat` - the Pillow resize pass order to reproduce.
 ///
 /// # Errors
-/// Any error of [`plan_batch`] (raised before pixel work).
+/// Any error of [`plan_batch`] (raised before pixel work); `KimiError::Allocation`
+/// when the output cannot be allocated.
 pub fn preprocess_batch(
     images: &[ImageView<'_>],
     cfg: &MediaProcConfig,
     compat: PillowCompat,
 ) -> Result<BatchOutput, KimiError> {
     let plan = plan_batch(images, cfg)?;
-    let mut pixel_values = vec![0f32; plan.total_values()];
+    let values = plan.total_values();
+    let mut pixel_values = Vec::new();
+    pixel_values
+        .try_reserve_exact(values)
+        .map_err(|_| KimiError::Allocation { values })?;
+    pixel_values.resize(values, 0f32);
     let table = ValueTable::float32(&NormalizeLut::new(cfg.image_mean(), cfg.image_std()));
     run_batch(images, &plan, cfg, &table, compat, 1, &mut pixel_values)?;
     Ok(BatchOutput {

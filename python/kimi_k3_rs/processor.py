@@ -18,6 +18,7 @@ import json
 import numbers
 import os
 import secrets
+import struct
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
@@ -319,7 +320,10 @@ def _loaded(
     try:
         decoded = _decode(data)
     except Image.DecompressionBombError as exc:  # over Pillow's own limit
-        decoded = _open_unchecked(data)
+        try:
+            decoded = _open_unchecked(data)
+        except Image.DecompressionBombError as inner:  # raised by the plugin itself
+            raise ImageTooLargeError(str(inner)) from inner
         width, height = decoded.size
         if max_image_pixels is not None and width * height > max_image_pixels:
             decoded.close()
@@ -629,16 +633,23 @@ def _from_native(values: np.ndarray, dtype: str) -> np.ndarray:
     return values
 
 
+#: What Pillow's openers and decoders raise on a corrupt or unreadable file besides
+#: ``ValueError``: ``OSError`` (missing, truncated, unidentified), ``SyntaxError``
+#: (broken PNG chunks), ``NotImplementedError`` (DDS), ``RuntimeError`` (AVIF),
+#: ``KeyError`` / ``IndexError`` / ``struct.error`` / ``EOFError`` (other plugins).
+_DECODE_ERRORS = (OSError, SyntaxError, NotImplementedError, RuntimeError, KeyError, IndexError, EOFError, struct.error)
+
+
 @contextlib.contextmanager
 def _naming(index: int) -> Iterator[None]:
     """Put the batch index in front of image errors; a file or bytes object that
-    Pillow cannot read or decode (``OSError``) becomes an :class:`ImageError`."""
+    Pillow cannot read or decode becomes an :class:`ImageError`."""
     try:
         yield
     except ImageError as exc:
         raise type(exc)(f"image {index}: {exc}") from exc
-    except OSError as exc:
-        raise ImageError(f"image {index}: cannot read or decode it: {exc}") from exc
+    except _DECODE_ERRORS as exc:
+        raise ImageError(f"image {index}: cannot read or decode it: {type(exc).__name__}: {exc}") from exc
 
 
 def _run(
@@ -1127,7 +1138,7 @@ def prepare_kimi_k3_encoder_inputs(
     items = [image for image, _ in split]
     try:
         sizes = [_header_size(item, opts.exif_transpose) for item in items]  # reads headers only
-    except (ImageError, OSError):
+    except (ImageError, *_DECODE_ERRORS):
         for index, item in enumerate(items):  # again, to name the image that fails
             with _naming(index):
                 _header_size(item, opts.exif_transpose)

@@ -53,7 +53,8 @@ fn to_py_err(err: KimiError) -> PyErr {
         | KimiError::Channels(_)
         | KimiError::PreResizedSize { .. }
         | KimiError::Overflow { .. }
-        | KimiError::OutputSize { .. } => ImageError::new_err(msg),
+        | KimiError::OutputSize { .. }
+        | KimiError::Allocation { .. } => ImageError::new_err(msg),
         KimiError::Threads(_) => KimiK3Error::new_err(msg),
     }
 }
@@ -254,11 +255,21 @@ fn run_into<'py, T: Element + Copy + Send + Sync + Default>(
     let run =
         |dst: &mut [T]| py.detach(|| run_batch(views, plan, cfg, table, compat, threads, dst));
     let array = match out {
-        // SAFETY: `T` is f32 or u16 (every bit pattern is a valid value), and the
-        // array is handed to Python only after `run_batch` has written every element
-        // (it fails, if at all, before writing; then the array is dropped unseen).
-        // Not zeroing it saves a full pass over the output (numpy's `np.empty`).
-        None => unsafe { PyArray4::<T>::new(py, shape, false) },
+        // `numpy.empty`: not zeroing saves a full pass over the output; `run_batch`
+        // writes every element before Python sees the array (it fails, if at all,
+        // before writing, and then the array is dropped unseen). A size numpy cannot
+        // allocate is an error here, not a panic.
+        None => py
+            .import("numpy")?
+            .getattr("empty")?
+            .call1((shape.to_vec(), numpy::dtype::<T>(py)))
+            .map_err(|e| {
+                ImageError::new_err(format!(
+                    "cannot allocate pixel_values of shape {shape:?}: {}",
+                    e.value(py)
+                ))
+            })?
+            .cast_into::<PyArray4<T>>()?,
         Some(out) => {
             let array = out.cast::<PyArray4<T>>().map_err(|_| {
                 ImageError::new_err(format!(
@@ -377,6 +388,13 @@ fn resize_bicubic<'py>(
             width: new_width as u64,
             height: new_height as u64,
         }));
+    }
+    // The pipeline only down-scales; refusing larger sizes keeps every allocation
+    // bounded by the input's own size.
+    if new_width > width || new_height > height {
+        return Err(ImageError::new_err(format!(
+            "resize_bicubic only down-scales: {width}x{height} -> {new_width}x{new_height}"
+        )));
     }
     let out = py.detach(|| {
         crate::resize::resize_bicubic(data, width, height, channels, new_width, new_height, compat)
