@@ -1,7 +1,6 @@
 //! Optional data parallelism over disjoint output chunks, on the crate's own
 //! rayon pools (never rayon's global pool, so a host's pool is left alone).
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -35,10 +34,17 @@ pub(crate) fn for_each_chunk<T, S, I, F>(
     }
 }
 
-/// The pools of one process, by thread count.
+/// How many pools (distinct thread counts) a process keeps. Beyond this the
+/// least recently used pool is dropped; its threads exit once the calls running
+/// on it return. The threads kept idle are at most the sum of the
+/// `MAX_POOLS` most recently used thread counts, however many distinct counts
+/// callers ask for.
+pub(crate) const MAX_POOLS: usize = 4;
+
+/// The pools of one process, by thread count, least recently used first.
 struct Registry {
     pid: u32,
-    pools: Mutex<HashMap<usize, Arc<ThreadPool>>>,
+    pools: Mutex<Vec<(usize, Arc<ThreadPool>)>>,
 }
 
 /// The current process's registry. A forked child starts a registry of its own:
@@ -60,7 +66,7 @@ fn registry() -> &'static Registry {
         }
         let fresh: *mut Registry = Box::leak(Box::new(Registry {
             pid,
-            pools: Mutex::new(HashMap::new()),
+            pools: Mutex::new(Vec::with_capacity(MAX_POOLS + 1)),
         }));
         if REGISTRY
             .compare_exchange(current, fresh, Ordering::AcqRel, Ordering::Acquire)
@@ -73,29 +79,57 @@ fn registry() -> &'static Registry {
     }
 }
 
-/// Run `f` on a pool of `threads` workers (`threads >= 2`), built on first use.
+/// Run `f` on a pool of `threads` workers (`threads >= 2`), built on first use
+/// and kept while it is among the [`MAX_POOLS`] most recently used.
 ///
 /// # Errors
 /// The OS error text when the pool's threads cannot be spawned.
 pub(crate) fn install<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> Result<R, String> {
-    let pool = {
+    let (pool, evicted) = {
         let mut pools = registry()
             .pools
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        match pools.get(&threads) {
-            Some(pool) => Arc::clone(pool),
-            None => {
-                let pool = ThreadPoolBuilder::new()
+        let pool = match pools.iter().position(|(n, _)| *n == threads) {
+            Some(i) => pools.remove(i).1,
+            None => Arc::new(
+                ThreadPoolBuilder::new()
                     .num_threads(threads)
                     .thread_name(|i| format!("kimi-k3-rs-{i}"))
                     .build()
-                    .map_err(|e| e.to_string())?;
-                let pool = Arc::new(pool);
-                pools.insert(threads, Arc::clone(&pool));
-                pool
-            }
-        }
+                    .map_err(|e| e.to_string())?,
+            ),
+        };
+        pools.push((threads, Arc::clone(&pool)));
+        let evicted = if pools.len() > MAX_POOLS {
+            Some(pools.remove(0))
+        } else {
+            None
+        };
+        (pool, evicted)
     };
+    // Dropped outside the lock: a pool's drop tells its workers to exit.
+    drop(evicted);
     Ok(pool.install(f))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_the_most_recently_used_pools() {
+        for threads in 2..=9 {
+            assert_eq!(install(threads, rayon::current_num_threads), Ok(threads));
+        }
+        assert_eq!(install(7, rayon::current_num_threads), Ok(7));
+        let pools = registry()
+            .pools
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        // Other tests may install pools of their own meanwhile; this test's last
+        // one is the most recent, and the registry never grows past the cap.
+        assert!(pools.len() <= MAX_POOLS);
+        assert!(pools.iter().any(|(n, _)| *n == 7));
+    }
 }

@@ -1120,8 +1120,7 @@ def test_fork_while_another_thread_is_in_a_call():
 @needs_linux
 def test_pools_per_thread_count_are_bounded():
     """Repeated calls reuse the pool of their num_threads: the threads the library
-    holds do not grow with the number of calls (they do with the number of distinct
-    num_threads values, F6)."""
+    holds do not grow with the number of calls."""
     img = noise_array(30, 30, "RGB", 0)
     kimi_k3_rs.preprocess(img, K25, num_threads=5)
     before = len(os.listdir("/proc/self/task"))
@@ -1129,6 +1128,37 @@ def test_pools_per_thread_count_are_bounded():
         kimi_k3_rs.preprocess(img, K25, num_threads=5)
         kimi_k3_rs.preprocess(img, K25, num_threads=1)
     assert len(os.listdir("/proc/self/task")) == before
+
+
+def _threads_settle_at_most(limit: int) -> int:
+    """This process's thread count once it is at most `limit` (evicted pools' workers
+    exit asynchronously), or the count after 20 s."""
+    deadline = time.monotonic() + 20
+    while True:
+        count = len(os.listdir("/proc/self/task"))
+        if count <= limit or time.monotonic() > deadline:
+            return count
+        time.sleep(0.05)
+
+
+@needs_linux
+def test_distinct_thread_counts_keep_only_the_last_four_pools():
+    """F6: one pool per distinct num_threads used to be kept forever (2..40 left 819
+    threads alive). Only the 4 most recently used pools are kept; an evicted count
+    still works and gives the same bytes."""
+    img = noise_array(300, 200, "RGB", 1)
+    expected = kimi_k3_rs.preprocess(img, K25)["pixel_values"]
+    baseline = len(os.listdir("/proc/self/task"))
+    for n in range(2, 41):
+        got = kimi_k3_rs.preprocess(img, K25, num_threads=n)["pixel_values"]
+        assert got.tobytes() == expected.tobytes(), n
+    kept = 37 + 38 + 39 + 40
+    assert _threads_settle_at_most(baseline + kept) <= baseline + kept
+    # An evicted count builds its pool again; the other evicted ones stay gone.
+    got = kimi_k3_rs.preprocess(img, K25, num_threads=2)["pixel_values"]
+    assert got.tobytes() == expected.tobytes()
+    kept = 38 + 39 + 40 + 2
+    assert _threads_settle_at_most(baseline + kept) <= baseline + kept
 
 
 # ===========================================================================
