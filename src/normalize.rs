@@ -127,11 +127,16 @@ pub fn pad_normalize_patchify<T: Copy + Send + Sync + Default>(
     }
 }
 
-/// [`pad_normalize_patchify`] for `C` bytes per pixel. The pixel rows of one
-/// band of patches are read in order (sequential reads keep the hardware
-/// prefetcher busy) and the band is assembled in a cache-resident scratch
-/// buffer, then copied out in one sequential `memcpy` (scattered stores straight
-/// to uncached output lines would stall on read-for-ownership misses).
+/// Bytes of output a group of patches is assembled in: about the L1 data cache,
+/// so the scattered stores of one patch row stay in L1.
+const GROUP_BYTES: usize = 32 * 1024;
+
+/// [`pad_normalize_patchify`] for `C` bytes per pixel. A band of patches is
+/// done in groups of a few consecutive patches. The pixel rows of a group are
+/// read in order (sequential reads keep the hardware prefetcher busy), the group
+/// is assembled in a scratch buffer that stays in the L1 cache, and is then
+/// streamed to `out`, which is written once, sequentially, without its lines
+/// first being read into the cache.
 fn patchify_c<const C: usize, T: Copy + Send + Sync + Default>(
     src: &PatchSource<'_>,
     gw: usize,
@@ -148,47 +153,97 @@ fn patchify_c<const C: usize, T: Copy + Send + Sync + Default>(
     let row_len = src.width * C;
     let [t0, t1, t2] = &table.table;
     let pad = [t0[0], t1[0], t2[0]];
-    let band_len = gw * patch_len;
-    let scratch = || vec![T::default(); band_len];
-    for_each_chunk(out, band_len, parallel, scratch, |band, i, out_band| {
-        for py in 0..ps {
-            let y = i * ps + py;
-            let row: &[u8] = if y < src.height {
-                &src.data[y * row_len..(y + 1) * row_len]
-            } else {
-                &[]
-            };
-            for (j, patch) in band.chunks_exact_mut(patch_len).enumerate() {
-                // Pixels of this patch row inside the image; the rest is padding.
-                let pixels = row.get(j * ps * C..).unwrap_or(&[]);
-                let pixels = &pixels[..pixels.len().min(ps * C)];
-                let body = pixels.len() / C;
-                let (p0, rest) = patch.split_at_mut(plane);
-                let (p1, p2) = rest.split_at_mut(plane);
-                let d0 = &mut p0[py * ps..(py + 1) * ps];
-                let d1 = &mut p1[py * ps..(py + 1) * ps];
-                let d2 = &mut p2[py * ps..(py + 1) * ps];
-                if C >= 3 {
-                    for (x, px) in pixels.chunks_exact(C).enumerate() {
-                        d0[x] = t0[usize::from(px[0])];
-                        d1[x] = t1[usize::from(px[1])];
-                        d2[x] = t2[usize::from(px[2])];
-                    }
-                } else {
-                    for (x, px) in pixels.chunks_exact(C).enumerate() {
-                        let v = usize::from(px[0]);
-                        d0[x] = t0[v];
-                        d1[x] = t1[v];
-                        d2[x] = t2[v];
+    let group = (GROUP_BYTES / (patch_len * std::mem::size_of::<T>())).clamp(1, gw);
+    let scratch = || vec![T::default(); group * patch_len];
+    for_each_chunk(
+        out,
+        gw * patch_len,
+        parallel,
+        scratch,
+        |scratch, i, out_band| {
+            for (g, out_group) in out_band.chunks_mut(group * patch_len).enumerate() {
+                let scratch = &mut scratch[..out_group.len()];
+                for py in 0..ps {
+                    let y = i * ps + py;
+                    let row: &[u8] = if y < src.height {
+                        &src.data[y * row_len..(y + 1) * row_len]
+                    } else {
+                        &[]
+                    };
+                    for (k, patch) in scratch.chunks_exact_mut(patch_len).enumerate() {
+                        let j = g * group + k;
+                        // Pixels of this patch row inside the image; the rest is padding.
+                        let pixels = row.get(j * ps * C..).unwrap_or(&[]);
+                        let pixels = &pixels[..pixels.len().min(ps * C)];
+                        let body = pixels.len() / C;
+                        let (p0, rest) = patch.split_at_mut(plane);
+                        let (p1, p2) = rest.split_at_mut(plane);
+                        let d0 = &mut p0[py * ps..(py + 1) * ps];
+                        let d1 = &mut p1[py * ps..(py + 1) * ps];
+                        let d2 = &mut p2[py * ps..(py + 1) * ps];
+                        if C >= 3 {
+                            for (x, px) in pixels.chunks_exact(C).enumerate() {
+                                d0[x] = t0[usize::from(px[0])];
+                                d1[x] = t1[usize::from(px[1])];
+                                d2[x] = t2[usize::from(px[2])];
+                            }
+                        } else {
+                            for (x, px) in pixels.chunks_exact(C).enumerate() {
+                                let v = usize::from(px[0]);
+                                d0[x] = t0[v];
+                                d1[x] = t1[v];
+                                d2[x] = t2[v];
+                            }
+                        }
+                        d0[body..].fill(pad[0]);
+                        d1[body..].fill(pad[1]);
+                        d2[body..].fill(pad[2]);
                     }
                 }
-                d0[body..].fill(pad[0]);
-                d1[body..].fill(pad[1]);
-                d2[body..].fill(pad[2]);
+                stream_copy(out_group, scratch);
             }
+            stream_fence();
+        },
+    );
+}
+
+/// `dst.copy_from_slice(src)` with non-temporal stores on x86-64: the output is
+/// written once and not read again by this call, so its lines bypass the cache
+/// and skip the read-for-ownership an ordinary store pays on a cold line. Call
+/// [`stream_fence`] before the written values are handed to another thread.
+fn stream_copy<T: Copy>(dst: &mut [T], src: &[T]) {
+    assert_eq!(dst.len(), src.len());
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
+        let bytes = std::mem::size_of_val(dst);
+        let (d, s) = (dst.as_mut_ptr().cast::<u8>(), src.as_ptr().cast::<u8>());
+        let head = d.align_offset(16).min(bytes);
+        let end = head + (bytes - head) / 16 * 16;
+        // SAFETY: `dst` and `src` are `bytes` long and do not overlap (one is
+        // borrowed mutably); every access below stays inside `[0, bytes)`, and
+        // the 16-byte stores land on 16-aligned addresses (SSE2 is x86-64 baseline).
+        unsafe {
+            std::ptr::copy_nonoverlapping(s, d, head);
+            for k in (head..end).step_by(16) {
+                let v = _mm_loadu_si128(s.add(k).cast::<__m128i>());
+                _mm_stream_si128(d.add(k).cast::<__m128i>(), v);
+            }
+            std::ptr::copy_nonoverlapping(s.add(end), d.add(end), bytes - end);
         }
-        out_band.copy_from_slice(band);
-    });
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    dst.copy_from_slice(src);
+}
+
+/// Order the non-temporal stores of [`stream_copy`] before any later store
+/// (a rayon job's completion, or the return to the caller).
+fn stream_fence() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `sfence` has no preconditions (SSE is part of the x86-64 baseline).
+    unsafe {
+        std::arch::x86_64::_mm_sfence();
+    }
 }
 
 #[cfg(test)]
@@ -226,6 +281,105 @@ mod tests {
             6., 0., 15., 0.,   7., 0., 16., 0.,    8., 0., 17., 0.,
         ];
         assert_eq!(out, expected);
+    }
+}
+
+#[cfg(test)]
+mod layout_tests {
+    use super::*;
+
+    /// `out[n, c, py, px]` straight from the definition.
+    fn naive<T: Copy>(
+        src: &PatchSource<'_>,
+        pw: usize,
+        ph: usize,
+        ps: usize,
+        table: &ValueTable<T>,
+    ) -> Vec<T> {
+        let (gh, gw) = (ph / ps, pw / ps);
+        let mut out = Vec::with_capacity(gh * gw * 3 * ps * ps);
+        for n in 0..gh * gw {
+            for c in 0..3 {
+                for py in 0..ps {
+                    for px in 0..ps {
+                        let (y, x) = ((n / gw) * ps + py, (n % gw) * ps + px);
+                        let v = if y < src.height && x < src.width {
+                            let pixel = &src.data[(y * src.width + x) * src.channels..];
+                            pixel[if src.channels >= 3 { c } else { 0 }]
+                        } else {
+                            0
+                        };
+                        out.push(table.table[c][usize::from(v)]);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn every_shape_matches_the_definition() {
+        let lut = NormalizeLut::new([0.48, 0.46, 0.41], [0.27, 0.26, 0.28]);
+        let (f32s, halves) = (ValueTable::float32(&lut), ValueTable::bfloat16(&lut));
+        let mut seed = 7u32;
+        // Widths cross several groups of patches (13 patches of 14 at float32).
+        for (width, height, ps) in [
+            (1, 1, 1),
+            (5, 3, 2),
+            (29, 15, 14),
+            (400, 30, 14),
+            (333, 17, 16),
+            (90, 9, 3),
+        ] {
+            for channels in 1..=4 {
+                let data: Vec<u8> = (0..width * height * channels)
+                    .map(|_| {
+                        seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                        (seed >> 16) as u8
+                    })
+                    .collect();
+                let src = PatchSource {
+                    data: &data,
+                    width,
+                    height,
+                    channels,
+                };
+                let (pw, ph) = (width.div_ceil(ps) * ps + ps, height.div_ceil(ps) * ps);
+                for parallel in [false, true] {
+                    let mut out = vec![0f32; pw * ph * 3];
+                    pad_normalize_patchify(&src, pw, ph, ps, &f32s, &mut out, parallel);
+                    assert_eq!(
+                        out,
+                        naive(&src, pw, ph, ps, &f32s),
+                        "{width}x{height}x{channels} ps {ps}"
+                    );
+                    let mut out = vec![0u16; pw * ph * 3];
+                    pad_normalize_patchify(&src, pw, ph, ps, &halves, &mut out, parallel);
+                    assert_eq!(
+                        out,
+                        naive(&src, pw, ph, ps, &halves),
+                        "{width}x{height}x{channels} ps {ps}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn stream_copy_at_every_alignment() {
+        let src: Vec<u16> = (0..200).collect();
+        for start in 0..9 {
+            for len in [0, 1, 7, 8, 9, 15, 16, 17, 63, 64, 65, 150] {
+                let mut dst = vec![0u16; 200];
+                stream_copy(&mut dst[start..start + len], &src[..len]);
+                stream_fence();
+                assert_eq!(&dst[start..start + len], &src[..len]);
+                assert!(dst[..start]
+                    .iter()
+                    .chain(&dst[start + len..])
+                    .all(|&v| v == 0));
+            }
+        }
     }
 }
 
