@@ -39,6 +39,7 @@ from __future__ import annotations
 import base64
 import copy
 import gc
+import io
 import json
 import os
 import re
@@ -69,6 +70,7 @@ from helpers import (
     K3_CHESSBOARD,
     REF_COMPAT,
     alpha_pattern_rgba,
+    assert_bit_equal,
     assert_output_matches,
     bomb_png,
     cfg,
@@ -786,16 +788,26 @@ def _gif_growing_frame(w: int, h: int) -> bytes:
             + b"\x02\x02\x44\x01\x00;")
 
 
-def _ico_with_png(png: bytes) -> bytes:
-    """An ICO whose only directory entry says 16x16 and holds ``png``."""
-    return struct.pack("<HHH", 0, 1, 1) + struct.pack("<BBBBHHII", 16, 16, 0, 0, 1, 32, len(png), 22) + png
+def _ico_with(image: bytes, bpp: int = 32, dim: tuple = (16, 16)) -> bytes:
+    """An ICO whose only directory entry says ``dim`` (256 is written as 0) and holds ``image``."""
+    return _ico_of([(dim, bpp, image)])
+
+
+def _ico_of(entries: List[Any]) -> bytes:
+    """An ICO of ``(dim, bpp, image)`` entries, the images laid out after the directory."""
+    directory, body = b"", b""
+    for (width, height), bpp, image in entries:
+        offset = 6 + 16 * len(entries) + len(body)
+        directory += struct.pack("<BBBBHHII", width % 256, height % 256, 0, 0, 1, bpp, len(image), offset)
+        body += image
+    return struct.pack("<HHH", 0, 1, len(entries)) + directory + body
 
 
 @pytest.mark.parametrize("name", ["gif-frame-60000", "ico-png-100000"])
 def test_bombs_found_while_opening_are_image_too_large(name):
     """Pillow finds these sizes only while opening the file; they are still refused
     as ImageTooLargeError, and sizing them is a result or an ImageError."""
-    data = _gif_growing_frame(60000, 60000) if name.startswith("gif") else _ico_with_png(bomb_png())
+    data = _gif_growing_frame(60000, 60000) if name.startswith("gif") else _ico_with(bomb_png())
     for limit in (kimi_k3_rs.DEFAULT_MAX_IMAGE_PIXELS, 1000):
         with pytest.raises(kimi_k3_rs.ImageTooLargeError):
             kimi_k3_rs.preprocess([data], K25, max_image_pixels=limit)
@@ -924,22 +936,25 @@ def test_bomb_rejected_without_growing_the_process(tmp_path):
 
 
 ICO_SCRIPT = r"""
-import resource, sys, warnings
+import json, sys, warnings
 warnings.simplefilter("ignore")
 import kimi_k3_rs
 with open({path!r}, "rb") as f:
     ico = f.read()
 entry = sys.argv[1]
-before = int([line for line in open('/proc/self/status') if line.startswith('VmHWM:')][0].split()[1])
+def peak():
+    return int([line for line in open('/proc/self/status') if line.startswith('VmHWM:')][0].split()[1]) * 1024
+before = peak()
 try:
     if entry == "preprocess":
         kimi_k3_rs.preprocess(ico, kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG, max_image_pixels=1_000_000)
+        outcome = "decoded"
     else:
-        kimi_k3_rs.prepare_kimi_k3_encoder_inputs([ico], kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG)
-except kimi_k3_rs.ImageTooLargeError:
-    pass
-grown = (int([line for line in open('/proc/self/status') if line.startswith('VmHWM:')][0].split()[1]) - before) * 1024
-print(len(ico), grown)
+        enc = kimi_k3_rs.prepare_kimi_k3_encoder_inputs([ico], kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG)
+        outcome = enc.original_image_sizes
+except kimi_k3_rs.ImageTooLargeError as exc:
+    outcome = str(exc)
+print(json.dumps({{"size": len(ico), "grown": peak() - before, "outcome": outcome}}))
 """
 
 
@@ -952,23 +967,234 @@ def _zero_png(side: int) -> bytes:
             + png_chunk(b"IDAT", idat) + png_chunk(b"IEND", b""))
 
 
+def _zero_dib(side: int) -> bytes:
+    """An ICO's side x side DIB of zeros: 8-bit RLE8 (two bytes per 255 pixels), its
+    height doubled for the AND mask, which follows in full (side**2 / 8 bytes)."""
+    run = bytes((255, 0)) * (side // 255) + (bytes((side % 255, 0)) if side % 255 else b"")
+    pixels = (run + b"\x00\x00") * side + b"\x00\x01"  # each row, end of line; end of bitmap
+    palette = b"".join(bytes((i, 0, 0, 0)) for i in range(256))  # not grey: mode P
+    header = struct.pack("<IiiHHIIiiII", 40, side, 2 * side, 1, 8, 1, len(pixels), 0, 0, 256, 0)
+    return header + palette + pixels + bytes((side + 31) // 32 * 4 * side)
+
+
 @needs_linux
-@pytest.mark.xfail(reason="F5: Pillow's ICO plugin decodes the embedded image inside Image.open, before "
-                          "max_image_pixels (or a sizing-only path) can look at the size")
+@pytest.mark.parametrize("kind", ["png", "dib"])
 @pytest.mark.parametrize("entry", ["preprocess", "prepare"])
-def test_ico_with_a_large_embedded_png_is_not_decoded(entry, tmp_path):
-    """A ~105 KB ICO (directory: 16x16) embedding a 6000x6000 PNG of zeros: refused
-    under max_image_pixels=1,000,000 (preprocess) or sized (prepare) without
-    decoding the 36 M pixels (peak RSS growth under 16 MB)."""
+def test_ico_with_a_large_embedded_png_is_not_decoded(entry, kind, tmp_path):
+    """F5: an ICO whose directory says 16x16 holds a large image of zeros (PNG:
+    6000x6000 in 105 KB; DIB: 3000x3000 in 1.2 MB, RLE8). It is refused under
+    max_image_pixels=1,000,000 (preprocess) or sized (prepare, no limit) from its
+    headers, with no decoding: peak RSS grows by less than 16 MB (it grew by 141 MB
+    and 56 MB before the fix)."""
+    side, image = (6000, _zero_png(6000)) if kind == "png" else (3000, _zero_dib(3000))
     path = tmp_path / "large.ico"
-    # 36 M pixels: under Pillow's own limit, far over max_image_pixels; the directory says 16x16
-    path.write_bytes(_ico_with_png(_zero_png(6000)))
+    path.write_bytes(_ico_with(image, 32 if kind == "png" else 8))
     script = ICO_SCRIPT.format(path=str(path))
     proc = subprocess.run([sys.executable, "-c", script, entry], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    size, grown = map(int, proc.stdout.split())
-    print(f"\n[hardening] {entry}: a {size}-byte ICO grew peak RSS by {grown / 2**20:.1f} MB")
-    assert grown < 16 * 2**20, f"a {size}-byte ICO grew the process by {grown / 2**20:.0f} MB"
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    print(f"\n[hardening] {entry}: a {result['size']}-byte ICO ({kind}) grew peak RSS by "
+          f"{result['grown'] / 2**20:.1f} MB")
+    if entry == "preprocess":
+        assert result["outcome"].startswith(
+            f"image 0: ICO entry 0's {kind.upper()} of {side}x{side} = {side * side} pixels is over "
+            "max_image_pixels=1000000"), result["outcome"]
+    else:
+        assert result["outcome"] == [[side, side]]
+    grown_mb = result["grown"] / 2**20
+    assert result["grown"] < 16 * 2**20, f"a {result['size']}-byte ICO grew the process by {grown_mb:.0f} MB"
+
+
+def _dib_header(width: int, height: int) -> bytes:
+    """A 40-byte BITMAPINFOHEADER as an ICO holds it (height doubled), 24-bit, no pixels."""
+    return struct.pack("<IiiHHIIiiII", 40, width, 2 * height, 1, 24, 0, 0, 0, 0, 0, 0)
+
+
+def _png_two_ihdr(first: tuple, last: tuple) -> bytes:
+    """A PNG with two IHDR chunks: Pillow's parser keeps the last one."""
+    ihdrs = b"".join(png_chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)) for w, h in (first, last))
+    return b"\x89PNG\r\n\x1a\n" + ihdrs + png_chunk(b"IDAT", zlib.compress(b"")) + png_chunk(b"IEND", b"")
+
+
+LYING_ICOS = {
+    # name: (ICO bytes, the refusal the message gives, under max_image_pixels=1_000_000)
+    "png": (_ico_with(bomb_png(6000, 6000)), "ICO entry 0's PNG of 6000x6000 = 36000000 pixels"),
+    "dib": (_ico_with(_dib_header(6000, 5000), 24), "ICO entry 0's DIB of 6000x5000 = 30000000 pixels"),
+    "dib-top-down": (_ico_with(struct.pack("<IiiHHIIiiII", 40, 4000, -8000, 1, 24, 0, 0, 0, 0, 0, 0), 24),
+                     "ICO entry 0's DIB of 4000x4000 = 16000000 pixels"),
+    "dib-core-header": (_ico_with(struct.pack("<IHHHH", 12, 2000, 4000, 1, 24), 24),
+                        "ICO entry 0's DIB of 2000x2000 = 4000000 pixels"),
+    # Pillow decodes entry 0 (the larger directory size); entry 1 is refused all the same
+    "second-entry": (_ico_of([((16, 16), 32, bomb_png(16, 16)), ((8, 8), 32, bomb_png(3000, 3000))]),
+                     "ICO entry 1's PNG of 3000x3000 = 9000000 pixels"),
+    # the first chunk says 16x16; Pillow reads the PNG to its last IHDR
+    "png-second-ihdr": (_ico_with(_png_two_ihdr((16, 16), (5000, 5000))),
+                        "ICO entry 0's PNG of 5000x5000 = 25000000 pixels"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LYING_ICOS))
+def test_ico_refused_from_its_headers(name, tmp_path):
+    """An ICO whose directory says 16x16 (or 8x8) but holds a large PNG or DIB is
+    refused before Pillow decodes it, naming the real size and the limit: from bytes,
+    files, data URLs and media dicts, by preprocess, the processor and materialize, in
+    any batch position; sizing reports the size Pillow would decode."""
+    data, claim = LYING_ICOS[name]
+    path = tmp_path / "lying.ico"
+    path.write_bytes(data)
+    message = re.escape(f"{claim} is over max_image_pixels=1000000 (a decompression bomb?)")
+    for item in (data, bytearray(data), str(path), path, _data_url(data), {"type": "image", "image": data}):
+        with pytest.raises(kimi_k3_rs.ImageTooLargeError, match=f"^image 0: {message}"):
+            kimi_k3_rs.preprocess(item, K25, max_image_pixels=1_000_000)
+        with pytest.raises(kimi_k3_rs.ImageTooLargeError, match=f"^image 1: {message}"):
+            kimi_k3_rs.KimiK3VisionProcessor(K3, max_image_pixels=1_000_000).preprocess([noise(20, 20), item])
+    enc = kimi_k3_rs.prepare_kimi_k3_encoder_inputs([noise(20, 20), data], K25, max_image_pixels=1_000_000)
+    # the size of what Pillow decodes; for "second-entry", entry 0 (16x16)
+    decoded = [16, 16] if name == "second-entry" else [int(v) for v in re.findall(r"of (\d+)x(\d+)", claim)[0]]
+    assert enc.original_image_sizes == [[20, 20], decoded]
+    with pytest.raises(kimi_k3_rs.ImageTooLargeError, match=f"^image 1: {message}"):
+        enc.materialize([1])
+    sanity_check()
+
+
+def test_ico_directory_size_is_checked_too():
+    """An entry's directory size counts as a claim too (256 is written as 0)."""
+    data = _ico_with(encode(noise(16, 16, "RGB", 0), "PNG"), dim=(256, 256))
+    message = r"^image 0: ICO entry 0's directory size of 256x256 = 65536 pixels is over max_image_pixels=1000 "
+    with pytest.raises(kimi_k3_rs.ImageTooLargeError, match=message):
+        kimi_k3_rs.preprocess(data, K25, max_image_pixels=1000)
+
+
+@pytest.mark.parametrize("directory", ["honest", "lying"])
+@pytest.mark.parametrize("bitmap_format", ["png", "bmp"])
+def test_ico_at_the_limit_is_decoded(bitmap_format, directory):
+    """An ICO of exactly max_image_pixels is decoded (the reference's bytes); a limit
+    one pixel lower refuses it, from its directory size, or from its image's header
+    when the directory says 16x16."""
+    data = encode(alpha_pattern_rgba(200, 150, 4), "ICO", bitmap_format=bitmap_format, sizes=[(200, 150)])
+    claim = "directory size"
+    if directory == "lying":
+        data = data[:6] + bytes((16, 16)) + data[8:]
+        claim = "PNG" if bitmap_format == "png" else "DIB"
+    assert kimi_k3_rs.prepare_kimi_k3_encoder_inputs([data], K25).original_image_sizes == [[200, 150]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Pillow, when the directory lies: "Image was not the expected size"
+        ref = reference_preprocess(data, K25)
+        assert_output_matches(kimi_k3_rs.preprocess(data, K25, max_image_pixels=30000), ref)
+    message = f"^image 0: ICO entry 0's {claim} of 200x150 = 30000 pixels is over max_image_pixels=29999 "
+    with pytest.raises(kimi_k3_rs.ImageTooLargeError, match=message):
+        kimi_k3_rs.preprocess(data, K25, max_image_pixels=29999)
+
+
+@pytest.mark.parametrize("kind", ["png", "dib"])
+def test_lying_ico_without_a_limit_matches_the_reference(kind):
+    """A moderate ICO whose directory says 16x16 but holds a 600x400 image: refused
+    under a small limit; under ``max_image_pixels=None`` (and the default) decoded as
+    the checkpoint decodes it, bit for bit, and sized from its headers."""
+    image = noise(600, 400, "RGB", 9)
+    if kind == "png":
+        data = _ico_with(encode(image, "PNG"))
+    else:  # a 24-bit DIB as an ICO holds it: height doubled, then the AND mask (76-byte rows)
+        dib = encode(image, "DIB")
+        data = _ico_with(dib[:8] + struct.pack("<i", 800) + dib[12:] + bytes(76 * 400), 24)
+    message = rf"^image 0: ICO entry 0's {kind.upper()} of 600x400 = 240000 pixels is over max_image_pixels=1000 "
+    with pytest.raises(kimi_k3_rs.ImageTooLargeError, match=message):
+        kimi_k3_rs.preprocess(data, K25, max_image_pixels=1000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Pillow: "Image was not the expected size"
+        ref = reference_preprocess(data, K25)
+        assert ref[1].tolist() == [[1, 30, 44]]
+        for limit in (None, kimi_k3_rs.DEFAULT_MAX_IMAGE_PIXELS):
+            assert_output_matches(kimi_k3_rs.preprocess(data, K25, max_image_pixels=limit), ref)
+            enc = kimi_k3_rs.prepare_kimi_k3_encoder_inputs([data], K25, max_image_pixels=limit)
+            assert enc.original_image_sizes == [[600, 400]]
+            assert enc.grid_thws.tolist() == ref[1].tolist()
+            assert_bit_equal(enc.materialize()[0], ref[0])
+
+
+@pytest.mark.parametrize("bitmap_format", ["png", "bmp"])
+def test_pillow_saved_icos_match_the_reference(bitmap_format, tmp_path):
+    """An ordinary ICO of several sizes (Pillow picks the largest): the reference's
+    bytes from bytes, files and data URLs, under K3 and K2.5; sizing agrees with
+    Pillow and materialize with preprocess."""
+    source = alpha_pattern_rgba(64, 48, 6)
+    data = encode(source, "ICO", bitmap_format=bitmap_format, sizes=[(16, 12), (32, 24), (64, 48)])
+    path = tmp_path / "icon.ico"
+    path.write_bytes(data)
+    with Image.open(io.BytesIO(data)) as opened:
+        assert opened.size == (64, 48) and opened.info["sizes"] == {(16, 12), (32, 24), (64, 48)}
+    for media_proc_cfg in (K3, K25, cfg("kimi_k3", in_patch_limit=6)):
+        ref = reference_preprocess(data, media_proc_cfg)
+        items = [data, str(path), _data_url(data)]
+        out = kimi_k3_rs.preprocess(items, media_proc_cfg)
+        assert_output_matches(out, (np.concatenate([ref[0]] * 3), np.concatenate([ref[1]] * 3)))
+        enc = kimi_k3_rs.prepare_kimi_k3_encoder_inputs(items, media_proc_cfg, max_image_pixels=64 * 48)
+        assert enc.original_image_sizes == [[64, 48]] * 3
+        assert enc.grid_thws.tolist() == ref[1].tolist() * 3
+        for features in enc.materialize():
+            assert_bit_equal(features, ref[0])
+
+
+def test_ico_sizes_ignore_exif_transpose():
+    """Pillow's ICO image carries no EXIF, even when its PNG has an orientation: with
+    exif_transpose, sizing (from the headers) and the pixel path agree, unrotated."""
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    data = _ico_with(encode(noise(60, 20, "RGB", 2), "PNG", exif=exif), dim=(60, 20))
+    with Image.open(io.BytesIO(data)) as opened:
+        assert opened.size == (60, 20) and opened.getexif().get(0x0112) is None
+    enc = kimi_k3_rs.prepare_kimi_k3_encoder_inputs([data], K25, exif_transpose=True)
+    assert enc.original_image_sizes == [[60, 20]]
+    out = kimi_k3_rs.preprocess(data, K25, exif_transpose=True)
+    assert out["grid_thws"].tolist() == enc.grid_thws.tolist() == reference_preprocess(data, K25)[1].tolist()
+    assert_bit_equal(enc.materialize()[0], out["pixel_values"])
+
+
+def _garbled_icos() -> Dict[str, bytes]:
+    """Cut and corrupted copies of a two-entry ICO (PNG and DIB), directory first."""
+    dib = encode(noise(16, 16, "RGB", 1), "ICO", bitmap_format="bmp", sizes=[(16, 16)])[22:]  # Pillow's, as it is
+    data = _ico_of([((32, 24), 32, encode(alpha_pattern_rgba(32, 24, 1), "PNG")), ((16, 16), 24, dib)])
+    cases = {f"cut-{n}": data[:n] for n in (4, 5, 6, 10, 21, 22, 37, 38, 40, 50, 60, len(data) - 1)}
+    for pos in range(38):  # every directory byte, set to 0x00 and 0xFF
+        for value in (0x00, 0xFF):
+            cases[f"byte-{pos}-{value:02x}"] = data[:pos] + bytes([value]) + data[pos + 1:]
+    cases.update({
+        "count-0": data[:4] + b"\x00\x00",
+        "count-65535": data[:4] + b"\xff\xff" + data[6:],
+        "offset-past-end": data[:18] + struct.pack("<I", 2**32 - 1) + data[22:],
+        "png-cut-in-ihdr": data[:60],
+    })
+    return cases
+
+
+GARBLED_ICOS = _garbled_icos()
+
+
+def test_garbled_ico_directories_are_image_errors():
+    """Cut or corrupted ICO directories, under every limit and through sizing: the
+    reference's bytes, or an ImageError (a ValueError), never another exception."""
+    outcomes: Dict[str, int] = {}
+    for name, data in GARBLED_ICOS.items():
+        for call in ("default", "limit-1000", "no-limit", "prepare"):
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    if call == "prepare":
+                        enc = kimi_k3_rs.prepare_kimi_k3_encoder_inputs([data], K25)
+                        out = {"pixel_values": np.concatenate(enc.materialize()), "grid_thws": enc.grid_thws}
+                    else:
+                        limits = {"default": kimi_k3_rs.DEFAULT_MAX_IMAGE_PIXELS, "limit-1000": 1000, "no-limit": None}
+                        out = kimi_k3_rs.preprocess(data, K25, max_image_pixels=limits[call])
+                    ref = reference_preprocess(data, K25)
+            except kimi_k3_rs.ImageError as exc:
+                assert str(exc).startswith("image 0: "), (name, call, exc)
+                outcomes[type(exc).__name__] = outcomes.get(type(exc).__name__, 0) + 1
+                continue
+            assert_output_matches(out, ref)
+            outcomes["decoded"] = outcomes.get("decoded", 0) + 1
+    print(f"\n[hardening] garbled ICOs: {outcomes}")
+    assert outcomes["decoded"] > 0 and outcomes["ImageError"] > 0 and outcomes["ImageTooLargeError"] > 0
+    sanity_check()
 
 
 # ===========================================================================

@@ -15,18 +15,19 @@ import contextlib
 import copy
 import io
 import json
+import math
 import numbers
 import os
 import secrets
 import struct
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import Any, BinaryIO, NamedTuple, Optional, Union
 
 import numpy as np
 import numpy.typing as npt
 import PIL
-from PIL import Image, ImageOps
+from PIL import Image, ImageOps, PngImagePlugin
 
 from . import _native
 from ._native import ImageError
@@ -215,35 +216,39 @@ class ImageTooLargeError(ImageError):
     """An encoded image's header claims more pixels than ``max_image_pixels``."""
 
 
-def _decode(data: Any) -> Image.Image:
-    """Open encoded image data as the checkpoint's ``_to_pil`` does (no EXIF rotation), lazily.
+#: Encoded data as ``Image.open`` is given it: a ``BytesIO`` over the bytes, or a path.
+_Source = Union[io.BytesIO, str, "os.PathLike[str]"]
+
+
+def _encoded_source(data: Any) -> _Source:
+    """Encoded image data as the checkpoint's ``_to_pil`` hands it to ``Image.open``.
 
     ``bytes`` / ``bytearray`` / ``memoryview``: the encoded file; ``str`` starting with
-    ``data:``: base64 after the first comma; other ``str`` and ``os.PathLike``: a path.
-    Pillow picks the first frame of animated files.
+    ``data:``: base64 after the first comma; both become a ``BytesIO``. Other ``str``
+    and ``os.PathLike``: a path, returned as it is.
     """
     if isinstance(data, (bytes, bytearray, memoryview)):
-        return Image.open(io.BytesIO(bytes(data)))
+        return io.BytesIO(bytes(data))
     if isinstance(data, str) and data.startswith("data:"):
-        head, comma, payload = data.partition(",")
+        _, comma, payload = data.partition(",")
         if not comma:
             raise ImageError(f"data: URL without a ',' before its payload: {data[:40]!r}")
         try:
-            encoded = base64.b64decode(payload, validate=True)
+            return io.BytesIO(base64.b64decode(payload, validate=True))
         except binascii.Error as exc:
             raise ImageError(f"data: URL payload is not base64: {exc}") from exc
-        return Image.open(io.BytesIO(encoded))
     if isinstance(data, (str, os.PathLike)):
-        return Image.open(data)
+        return data
     raise ValueError(f"Unsupported data type: {type(data)}")
 
 
-def _check_pixels(image: Image.Image, max_image_pixels: Optional[int]) -> None:
-    """Refuse a decoded-from-bytes image whose header is over ``max_image_pixels``."""
-    width, height = image.size
+def _check_pixels(size: tuple[int, int], max_image_pixels: Optional[int], what: str = "image") -> None:
+    """Refuse encoded data whose header claims more than ``max_image_pixels`` pixels;
+    ``what`` names the header (the image, or one entry of an ICO)."""
+    width, height = size
     if max_image_pixels is not None and width * height > max_image_pixels:
         raise ImageTooLargeError(
-            f"image of {width}x{height} = {width * height} pixels is over "
+            f"{what} of {width}x{height} = {width * height} pixels is over "
             f"max_image_pixels={max_image_pixels} (a decompression bomb?); "
             "pass a larger max_image_pixels, or None, to decode it"
         )
@@ -317,19 +322,8 @@ def _loaded(
     if isinstance(data, Image.Image):
         yield _apply_exif(data, exif_transpose)
         return
-    try:
-        decoded = _decode(data)
-    except Image.DecompressionBombError as exc:  # over Pillow's own limit
-        try:
-            decoded = _open_unchecked(data)
-        except Image.DecompressionBombError as inner:  # raised by the plugin itself
-            raise ImageTooLargeError(str(inner)) from inner
-        width, height = decoded.size
-        if max_image_pixels is not None and width * height > max_image_pixels:
-            decoded.close()
-            raise ImageTooLargeError(str(exc)) from exc
-    with decoded as image:
-        _check_pixels(image, max_image_pixels)
+    with _open_encoded(_encoded_source(data), max_image_pixels) as image:
+        _check_pixels(image.size, max_image_pixels)
         yield _apply_exif(image, exif_transpose)
 
 
@@ -345,7 +339,36 @@ def _check_array(array: np.ndarray) -> None:
         raise ImageError(f"image width and height must be positive, got shape {array.shape}")
 
 
-def _open_unchecked(data: Any) -> Image.Image:
+def _open_encoded(source: _Source, max_image_pixels: Optional[int]) -> Image.Image:
+    """``Image.open(source)``, lazily, as the checkpoint opens encoded data (Pillow picks
+    the first frame of animated files; no EXIF rotation).
+
+    Under a ``max_image_pixels`` limit, an ICO is checked first (:func:`_check_ico`),
+    since Pillow decodes it inside ``Image.open``. Data over Pillow's own limit is
+    opened through the plugins (:func:`_open_unchecked`) when the limit allows its
+    size; the caller checks the size of what is returned against the limit. A
+    ``ValueError`` raised inside ``Image.open`` (an ICO whose image is shorter than its
+    header says) becomes an :class:`ImageError`, as the decode errors of :func:`_naming`.
+    """
+    if max_image_pixels is not None:
+        _check_ico(source, max_image_pixels)
+    try:
+        return Image.open(source)
+    except ValueError as exc:
+        raise ImageError(f"cannot read or decode it: {type(exc).__name__}: {exc}") from exc
+    except Image.DecompressionBombError as exc:  # over Pillow's own limit
+        try:
+            image = _open_unchecked(source)
+        except Image.DecompressionBombError as inner:  # raised by the plugin itself
+            raise ImageTooLargeError(str(inner)) from inner
+        width, height = image.size
+        if max_image_pixels is not None and width * height > max_image_pixels:
+            image.close()
+            raise ImageTooLargeError(str(exc)) from exc
+        return image
+
+
+def _open_unchecked(source: _Source) -> Image.Image:
     """Open encoded data whose header is over Pillow's own limit, lazily.
 
     ``Image.open`` refuses such data (``DecompressionBombError``) before anything
@@ -354,13 +377,9 @@ def _open_unchecked(data: Any) -> Image.Image:
     ``max_image_pixels`` allows the size, or to read the size (sizing works on any
     size). A file opened here is closed with the image.
     """
-    is_path = isinstance(data, (str, os.PathLike)) and not (isinstance(data, str) and data.startswith("data:"))
-    if is_path:
-        fp: Any = open(data, "rb")  # noqa: SIM115 (closed by the image, or below)
-    elif isinstance(data, str):
-        fp = io.BytesIO(base64.b64decode(data.partition(",")[2], validate=True))
-    else:
-        fp = io.BytesIO(bytes(data))
+    is_path = not isinstance(source, io.BytesIO)
+    fp: Any = open(source, "rb") if is_path else source  # noqa: SIM115 (closed by the image, or below)
+    fp.seek(0)
     prefix = fp.read(16)
     Image.init()
     for format_id in Image.ID:
@@ -369,7 +388,7 @@ def _open_unchecked(data: Any) -> Image.Image:
             continue
         fp.seek(0)
         try:
-            image = factory(fp, os.fspath(data) if is_path else "")
+            image = factory(fp, os.fspath(source) if is_path else "")
         except (OSError, SyntaxError, ValueError):
             continue
         image._exclusive_fp = is_path  # close the file with the image, as Image.open(path) does
@@ -378,10 +397,141 @@ def _open_unchecked(data: Any) -> Image.Image:
     raise Image.UnidentifiedImageError("cannot identify image file")
 
 
+@contextlib.contextmanager
+def _binary_file(source: _Source) -> Iterator[BinaryIO]:
+    """``source`` as a binary file at offset 0: the ``BytesIO`` itself, or the path
+    opened for reading (closed afterwards)."""
+    if isinstance(source, io.BytesIO):
+        source.seek(0)
+        yield source
+        return
+    with open(source, "rb") as fp:
+        yield fp
+
+
+#: The first 4 bytes of an ICO (reserved 0, type 1), ``_MAGIC`` of ``PIL/IcoImagePlugin.py``.
+_ICO_MAGIC = b"\x00\x00\x01\x00"
+
+#: The signature ``IcoFile.frame`` looks for to read an entry as a PNG (else as a DIB).
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+#: The DIB header sizes whose width and height are 32-bit (``BmpImagePlugin._bitmap``:
+#: ``BITMAPINFOHEADER`` and later); 12 (``BITMAPCOREHEADER``) has 16-bit ones; Pillow
+#: refuses any other size.
+_DIB_INFO_HEADERS = frozenset({40, 52, 56, 64, 108, 124})
+
+
+class _IcoEntry(NamedTuple):
+    """One entry of an ICO directory (``IcoFile.__init__``) and the size of its image."""
+
+    index: int  # position in the directory
+    dim: tuple[int, int]  # the directory's width and height (a 0 byte means 256)
+    color_depth: int  # Pillow's order among entries of equal area (lowest first)
+    offset: int  # where the entry's image starts in the file
+    kind: str  # "PNG" or "DIB", told apart as ``IcoFile.frame`` does
+    size: Optional[tuple[int, int]]  # the image's own size; None when its header cannot be read
+
+
+def _ico_entries(source: _Source) -> Optional[list[_IcoEntry]]:
+    """The entries of an ICO, in the order Pillow ranks them, from their headers only.
+
+    Mirrors ``PIL/IcoImagePlugin.py``, ``IcoFile.__init__``: a 6-byte header (reserved,
+    type, count: ``<HHH``) and one 16-byte entry per image (width and height bytes, 0
+    meaning 256; colours; reserved; planes; bits per pixel; data size; data offset:
+    ``<BBBBHHII``), ranked by area, largest first, ties by colour depth, lowest first.
+    Each image's size comes from its first 24 bytes (:func:`_ico_image_size`). The
+    first-ranked entry is the one ``IcoImageFile`` decodes (Pillow 10.4 to 13 alike);
+    when it is a PNG, its size is the one Pillow's PNG parser gives
+    (:func:`_ico_png_size`).
+
+    Returns:
+        None when ``source`` does not start with the ICO magic, or its directory is
+        cut short (Pillow's ICO plugin refuses such a file without decoding it).
+    """
+    with _binary_file(source) as fp:
+        head = fp.read(6)
+        if len(head) < 6 or not head.startswith(_ICO_MAGIC):
+            return None
+        count = int.from_bytes(head[4:], "little")
+        directory = fp.read(16 * count)
+        if len(directory) < 16 * count:
+            return None
+        entries = []
+        for index in range(count):
+            width, height, colours, _, _, bpp, _, offset = struct.unpack_from("<BBBBHHII", directory, 16 * index)
+            color_depth = bpp or (colours != 0 and math.ceil(math.log(colours, 2))) or 256
+            kind, size = _ico_image_size(fp, offset)
+            entries.append(_IcoEntry(index, (width or 256, height or 256), color_depth, offset, kind, size))
+        entries.sort(key=lambda entry: entry.color_depth)
+        entries.sort(key=lambda entry: entry.dim[0] * entry.dim[1], reverse=True)
+        if entries and entries[0].kind == "PNG":
+            entries[0] = entries[0]._replace(size=_ico_png_size(fp, entries[0].offset))
+    return entries
+
+
+def _ico_image_size(fp: BinaryIO, offset: int) -> tuple[str, Optional[tuple[int, int]]]:
+    """``(kind, size)`` of the image an ICO entry holds at ``offset``, from its first 24 bytes.
+
+    As ``IcoFile.frame`` tells them apart: a PNG when it starts with the PNG signature,
+    its size then the width and height of its first chunk, an ``IHDR`` (big-endian
+    u32); otherwise a DIB (a BMP without its file header), whose size is read as
+    ``BmpImagePlugin._bitmap`` reads it: u16 sides in a 12-byte header, u32 in the
+    others, the height taken as ``2**32 - height`` when its top byte is 0xFF (a
+    top-down bitmap); then halved, as ``IcoFile.frame`` does, since a DIB in an ICO
+    counts its AND mask in the height. ``size`` is None when the header is cut short,
+    or is not one that Pillow reads.
+    """
+    fp.seek(offset)
+    data = fp.read(24)
+    if data.startswith(_PNG_SIGNATURE):
+        if len(data) < 24 or data[12:16] != b"IHDR":
+            return "PNG", None
+        return "PNG", struct.unpack(">II", data[16:24])
+    header_size = int.from_bytes(data[:4], "little") if len(data) >= 12 else 0
+    if header_size == 12:
+        width, height = struct.unpack_from("<HH", data, 4)
+    elif header_size in _DIB_INFO_HEADERS:
+        width, height = struct.unpack_from("<II", data, 4)
+        if data[11] == 0xFF:
+            height = 2**32 - height
+    else:
+        return "DIB", None
+    return "DIB", (width, height // 2)
+
+
+def _ico_png_size(fp: BinaryIO, offset: int) -> Optional[tuple[int, int]]:
+    """The size of the PNG at ``offset`` as ``IcoFile.frame`` opens it (``PngImageFile``,
+    headers only): that of its last ``IHDR`` before the image data, wherever it lies,
+    which the first chunk alone does not tell. None when Pillow cannot read the PNG's
+    header (``IcoFile.frame`` then fails on it before decoding anything)."""
+    fp.seek(offset)
+    try:
+        return PngImagePlugin.PngImageFile(fp).size
+    except (ValueError, *_DECODE_ERRORS):
+        return None
+
+
+def _check_ico(source: _Source, max_image_pixels: int) -> None:
+    """Refuse an ICO with :class:`ImageTooLargeError`, before Pillow's ICO plugin decodes
+    it inside ``Image.open``, when one of its entries claims more than ``max_image_pixels``.
+
+    Every entry whose image header can be read is checked (:func:`_ico_entries`): its
+    directory size, and its image's own size. Checking them all, not only the one
+    Pillow picks, is conservative, and does not rest on Pillow's choice of entry.
+    Entries whose header cannot be read are left to Pillow, which fails on such an
+    entry if it picks it. Data that is not an ICO is left as it is.
+    """
+    for entry in _ico_entries(source) or ():
+        if entry.size is not None:
+            _check_pixels(entry.dim, max_image_pixels, f"ICO entry {entry.index}'s directory size")
+            _check_pixels(entry.size, max_image_pixels, f"ICO entry {entry.index}'s {entry.kind}")
+
+
 def _header_size(data: Any, exif_transpose: bool) -> tuple[int, int]:
     """``(width, height)`` of one input as the pixel path will see it, reading no pixels
     where it can (file headers; tensor shapes; EXIF orientations 5..8 swap the sides).
-    No ``max_image_pixels`` limit applies: sizing works on any size."""
+    No ``max_image_pixels`` limit applies: sizing works on any size. An ICO, which
+    Pillow decodes to open it, is sized from its headers (:func:`_ico_entries`)."""
     if isinstance(data, np.ndarray):
         _check_array(data)
         return int(data.shape[1]), int(data.shape[0])
@@ -392,7 +542,11 @@ def _header_size(data: Any, exif_transpose: bool) -> tuple[int, int]:
         if height == 0 or width == 0:
             raise ImageError(f"image width and height must be positive, got shape {list(data.shape)}")
         return width, height
-    with _loaded(data, max_image_pixels=None) as image:  # the header only
+    source = _encoded_source(data)
+    entries = _ico_entries(source)
+    if entries and entries[0].size is not None:  # an ICO: what Pillow decodes (it has no EXIF)
+        return entries[0].size
+    with _open_encoded(source, None) as image:  # the header only
         return _oriented_size(image, exif_transpose)
 
 
