@@ -5,7 +5,7 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use kimi_k3_rs::normalize::{pad_normalize_patchify, NormalizeLut, PatchSource, ValueTable};
-use kimi_k3_rs::resize::{resize_bicubic, Coefficients};
+use kimi_k3_rs::resize::{resize_bicubic, resize_bicubic_with, Coefficients, Run, SimdPath};
 use kimi_k3_rs::{navit_resize_config, preprocess_image, ImageView, MediaProcConfig, PillowCompat};
 
 const SIZES: [(usize, usize); 4] = [(448, 448), (1280, 720), (1920, 1080), (4032, 3024)];
@@ -46,13 +46,25 @@ fn resize(c: &mut Criterion) {
             (r.new_width as usize, r.new_height as usize)
         };
         let src = noise(w, h, 3);
-        group.bench_with_input(
-            BenchmarkId::from_parameter(format!("{w}x{h}->{nw}x{nh}")),
-            &src,
-            |b, src| {
-                b.iter(|| resize_bicubic(black_box(src), w, h, 3, nw, nh, PillowCompat::V13));
-            },
-        );
+        // Every kernel path this CPU runs (the pipeline picks the last one).
+        for path in [SimdPath::Scalar, SimdPath::Sse41, SimdPath::Avx2] {
+            if !path.is_supported() {
+                continue;
+            }
+            let run = Run {
+                path,
+                parallel: false,
+            };
+            group.bench_with_input(
+                BenchmarkId::new(path.name(), format!("{w}x{h}->{nw}x{nh}")),
+                &src,
+                |b, src| {
+                    b.iter(|| {
+                        resize_bicubic_with(black_box(src), w, h, 3, nw, nh, PillowCompat::V13, run)
+                    });
+                },
+            );
+        }
     }
     let src = noise(4032, 3024, 3);
     group.bench_function("horizontal_only/4032x3024->2069x3024", |b| {
