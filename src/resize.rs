@@ -129,7 +129,8 @@ fn weighted_sum_scalar(
 }
 
 /// AVX2 version of [`weighted_sum_scalar`]: 32 lanes per step with the four
-/// accumulators held in registers across all taps. Integer sums are exact in
+/// accumulators held in registers across all taps; the remaining lanes go to
+/// [`weighted_sum_sse41`]. Integer sums are exact in
 /// any order, so the bytes equal the scalar ones.
 ///
 /// # Safety
@@ -137,17 +138,12 @@ fn weighted_sum_scalar(
 /// must not exceed `src.len()` (checked by the caller, [`weighted_sum`]).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-#[allow(
-    clippy::cast_ptr_alignment,
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss
-)]
+#[allow(clippy::cast_ptr_alignment)]
 unsafe fn weighted_sum_avx2(src: &[u8], stride: usize, start: usize, k: &[i32], out: &mut [u8]) {
     use std::arch::x86_64::{
-        __m128i, __m256i, _mm256_add_epi32, _mm256_castsi256_si128, _mm256_cvtepu8_epi32,
-        _mm256_extracti128_si256, _mm256_mullo_epi32, _mm256_packs_epi32, _mm256_packus_epi16,
-        _mm256_permutevar8x32_epi32, _mm256_set1_epi32, _mm256_setr_epi32, _mm256_srai_epi32,
-        _mm256_storeu_si256, _mm_cvtsi128_si32, _mm_loadl_epi64,
+        __m128i, __m256i, _mm256_add_epi32, _mm256_cvtepu8_epi32, _mm256_mullo_epi32,
+        _mm256_packs_epi32, _mm256_packus_epi16, _mm256_permutevar8x32_epi32, _mm256_set1_epi32,
+        _mm256_setr_epi32, _mm256_srai_epi32, _mm256_storeu_si256, _mm_loadl_epi64,
     };
     #[inline(always)]
     unsafe fn load8(p: *const u8) -> __m256i {
@@ -176,23 +172,9 @@ unsafe fn weighted_sum_avx2(src: &[u8], stride: usize, start: usize, k: &[i32], 
         _mm256_storeu_si256(out.as_mut_ptr().add(l).cast::<__m256i>(), bytes);
         l += 32;
     }
-    while l + 8 <= n {
-        let mut a = bias;
-        for (t, &kv) in k.iter().enumerate() {
-            a = _mm256_add_epi32(
-                a,
-                _mm256_mullo_epi32(load8(base.add(t * stride + l)), _mm256_set1_epi32(kv)),
-            );
-        }
-        let w = _mm256_packs_epi32(_mm256_srai_epi32::<22>(a), _mm256_srai_epi32::<22>(a));
-        let b = _mm256_packus_epi16(w, w);
-        let lo = _mm_cvtsi128_si32(_mm256_castsi256_si128(b)) as u32;
-        let hi = _mm_cvtsi128_si32(_mm256_extracti128_si256::<1>(b)) as u32;
-        out[l..l + 4].copy_from_slice(&lo.to_le_bytes());
-        out[l + 4..l + 8].copy_from_slice(&hi.to_le_bytes());
-        l += 8;
-    }
-    weighted_sum_scalar(src, stride, start, l, k, &mut out[l..]);
+    // The last < 32 lanes: AVX2 implies SSE4.1, and the bound on `src` shifted by
+    // `l` lanes is the caller's bound on the remaining `n - l` lanes.
+    weighted_sum_sse41(&src[l..], stride, start, k, &mut out[l..]);
 }
 
 /// SSE4.1 version of [`weighted_sum_scalar`], for x86-64 CPUs without AVX2: 16
