@@ -103,21 +103,38 @@ fn normalize_patchify(c: &mut Criterion) {
         let src = noise(w, h, 3);
         let (pw, ph) = (w.div_ceil(28) * 28, h.div_ceil(28) * 28);
         let mut out = vec![0f32; pw * ph * 3];
-        group.bench_with_input(
-            BenchmarkId::from_parameter(format!("{w}x{h}")),
-            &src,
-            |b, src| {
-                let source = PatchSource {
-                    data: src,
-                    width: w,
-                    height: h,
-                    channels: 3,
-                };
-                b.iter(|| {
-                    pad_normalize_patchify(black_box(&source), pw, ph, 14, &table, &mut out, false)
-                });
-            },
-        );
+        for path in [SimdPath::Scalar, SimdPath::Avx2] {
+            if !path.is_supported() {
+                continue;
+            }
+            let run = Run {
+                path,
+                parallel: false,
+            };
+            group.bench_with_input(
+                BenchmarkId::new(path.name(), format!("{w}x{h}")),
+                &src,
+                |b, src| {
+                    let source = PatchSource {
+                        data: src,
+                        width: w,
+                        height: h,
+                        channels: 3,
+                    };
+                    b.iter(|| {
+                        pad_normalize_patchify(
+                            black_box(&source),
+                            pw,
+                            ph,
+                            14,
+                            &table,
+                            &mut out,
+                            run,
+                        )
+                    });
+                },
+            );
+        }
     }
     group.finish();
 }

@@ -4,14 +4,69 @@
 //! (reference-spec §3.4) through a per-channel 256-entry table; patch layout
 //! reproduces `media_utils.navit_patchify` (§3.5). Padding pixels are zeros
 //! before normalisation, so they read `lut[c][0]`.
+//!
+//! Two implementations write the same bits. The portable one looks every value
+//! up in the table. On x86-64 with AVX2 + FMA, when every table value is
+//! reproduced by a short float32 formula (checked on all 256 bytes when the
+//! table is built; true for the K2.5 and K3 presets) and the patch size is
+//! MoonViT's 14, a vector kernel computes the values and streams whole patches
+//! to the output.
 
 use crate::par::for_each_chunk;
+use crate::resize::{Run, SimdPath};
 
 /// Per-channel lookup table `u8 -> f32` with the reference's three roundings:
 /// `a = f32(v / 255.0)`, `b = f32(f64(a) - mean)`, `y = f32(f64(b) * (1.0 / std))`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NormalizeLut {
     table: [[f32; 256]; 3],
+    /// The formula that gives every entry of every channel, when there is one.
+    affine: Option<[Affine; 3]>,
+}
+
+/// `1 / 255` rounded to float32.
+const INV_255: f32 = 1.0 / 255.0;
+
+/// A channel's values as `fma(v / 255, scale, offset)` in float32, where
+/// `v / 255` is the quotient rounded once ([`div255`]). Used only when it gives
+/// every one of the channel's 256 table entries, bit for bit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Affine {
+    scale: f32,
+    offset: f32,
+}
+
+/// `v / 255` rounded once to float32, computed as the AVX2 kernel computes it:
+/// the product with the rounded reciprocal, corrected by one fused step on the
+/// exact residual.
+fn div255(v: f32) -> f32 {
+    let q = v * INV_255;
+    let residual = (-q).mul_add(255.0, v);
+    residual.mul_add(INV_255, q)
+}
+
+impl Affine {
+    /// The value of byte `v`, with the float32 operations of the AVX2 kernel.
+    fn value(self, v: u8) -> f32 {
+        div255(f32::from(v)).mul_add(self.scale, self.offset)
+    }
+
+    /// `scale = 1 / std`, `offset = -mean / std` (rounded to float32), when that
+    /// formula reproduces all of `row`. Values that would be subnormal are
+    /// refused, so that a thread's flush-to-zero mode cannot change the result.
+    #[allow(clippy::cast_possible_truncation)]
+    fn fit(mean: f64, std: f64, row: &[f32; 256]) -> Option<Self> {
+        let form = Self {
+            scale: (1.0 / std) as f32,
+            offset: (-mean / std) as f32,
+        };
+        let normal = |x: f32| x == 0.0 || x.is_normal();
+        let exact = (0..=255u8).all(|v| {
+            let (y, want) = (form.value(v), row[usize::from(v)]);
+            y.to_bits() == want.to_bits() && normal(want)
+        });
+        (exact && normal(form.scale) && normal(form.offset)).then_some(form)
+    }
 }
 
 impl NormalizeLut {
@@ -28,13 +83,25 @@ impl NormalizeLut {
                 *out = (f64::from(b) * std_inv) as f32;
             }
         }
-        Self { table }
+        let fit = |c: usize| Affine::fit(image_mean[c], image_std[c], &table[c]);
+        let affine = match (fit(0), fit(1), fit(2)) {
+            (Some(r), Some(g), Some(b)) => Some([r, g, b]),
+            _ => None,
+        };
+        Self { table, affine }
     }
 
     /// The normalised value of `v` in channel `c` (0 = R, 1 = G, 2 = B).
     #[must_use]
     pub fn get(&self, c: usize, v: u8) -> f32 {
         self.table[c][usize::from(v)]
+    }
+
+    /// Whether one float32 formula gives all 256 values of every channel, so
+    /// that the AVX2 kernel can compute float32 output instead of looking it up.
+    #[must_use]
+    pub fn has_formula(&self) -> bool {
+        self.affine.is_some()
     }
 }
 
@@ -43,13 +110,18 @@ impl NormalizeLut {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ValueTable<T> {
     table: [[T; 256]; 3],
+    /// Set for float32 tables whose values follow one formula ([`NormalizeLut::has_formula`]).
+    affine: Option<[Affine; 3]>,
 }
 
 impl ValueTable<f32> {
     /// The float32 values of `lut` (the reference's output).
     #[must_use]
     pub fn float32(lut: &NormalizeLut) -> Self {
-        Self { table: lut.table }
+        Self {
+            table: lut.table,
+            affine: lut.affine,
+        }
     }
 }
 
@@ -61,6 +133,7 @@ impl ValueTable<u16> {
             table: lut
                 .table
                 .map(|row| row.map(|v| half::bf16::from_f32(v).to_bits())),
+            affine: None,
         }
     }
 
@@ -71,8 +144,35 @@ impl ValueTable<u16> {
             table: lut
                 .table
                 .map(|row| row.map(|v| half::f16::from_f32(v).to_bits())),
+            affine: None,
         }
     }
+}
+
+/// An element type of `pixel_values`: `f32`, or `u16` holding bfloat16 /
+/// float16 bits.
+pub trait OutputValue: Copy + Send + Sync + Default + sealed::Sealed {
+    /// `out` as float32 values when the element type is `f32` (what the AVX2
+    /// kernel writes), else `None`.
+    fn as_float32(out: &mut [Self]) -> Option<&mut [f32]>;
+}
+
+impl OutputValue for f32 {
+    fn as_float32(out: &mut [Self]) -> Option<&mut [f32]> {
+        Some(out)
+    }
+}
+
+impl OutputValue for u16 {
+    fn as_float32(_: &mut [Self]) -> Option<&mut [f32]> {
+        None
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for f32 {}
+    impl Sealed for u16 {}
 }
 
 /// An 8-bit interleaved image to patchify: `channels` bytes per pixel. With 3
@@ -101,28 +201,37 @@ pub struct PatchSource<'a> {
 /// * `patch_size` - patch edge in pixels.
 /// * `table` - output value per channel and byte.
 /// * `out` - exactly `gh * gw * 3 * ps * ps` values.
-/// * `parallel` - split the bands of patches over the current rayon pool.
+/// * `run` - the kernel path ([`SimdPath::Avx2`] takes the vector kernel where
+///   it applies, see the module docs; every path writes the same bits) and
+///   whether the bands of patches are split over the current rayon pool.
 ///
 /// # Panics
-/// When `out` has the wrong length or the padded size is smaller than the image
-/// (the pipeline computes both from the same plan).
-pub fn pad_normalize_patchify<T: Copy + Send + Sync + Default>(
+/// When `out` has the wrong length, the padded size is smaller than the image
+/// (the pipeline computes both from the same plan), `src.data` is shorter than
+/// `width * height * channels`, or `run.path` is not supported by this CPU.
+pub fn pad_normalize_patchify<T: OutputValue>(
     src: &PatchSource<'_>,
     padded_width: usize,
     padded_height: usize,
     patch_size: usize,
     table: &ValueTable<T>,
     out: &mut [T],
-    parallel: bool,
+    run: Run,
 ) {
     let (gh, gw) = (padded_height / patch_size, padded_width / patch_size);
     assert_eq!(out.len(), gh * gw * 3 * patch_size * patch_size);
     assert!(src.width <= padded_width && src.height <= padded_height);
+    assert!(src.data.len() >= src.width * src.height * src.channels);
+    assert!(
+        run.path.is_supported(),
+        "{} is not supported",
+        run.path.name()
+    );
     match src.channels {
-        1 => patchify_c::<1, T>(src, gw, patch_size, table, out, parallel),
-        2 => patchify_c::<2, T>(src, gw, patch_size, table, out, parallel),
-        3 => patchify_c::<3, T>(src, gw, patch_size, table, out, parallel),
-        4 => patchify_c::<4, T>(src, gw, patch_size, table, out, parallel),
+        1 => patchify_c::<1, T>(src, gw, patch_size, table, out, run),
+        2 => patchify_c::<2, T>(src, gw, patch_size, table, out, run),
+        3 => patchify_c::<3, T>(src, gw, patch_size, table, out, run),
+        4 => patchify_c::<4, T>(src, gw, patch_size, table, out, run),
         n => panic!("channels must be 1..=4, got {n}"),
     }
 }
@@ -131,19 +240,20 @@ pub fn pad_normalize_patchify<T: Copy + Send + Sync + Default>(
 /// so the scattered stores of one patch row stay in L1.
 const GROUP_BYTES: usize = 32 * 1024;
 
-/// [`pad_normalize_patchify`] for `C` bytes per pixel. A band of patches is
-/// done in groups of a few consecutive patches. The pixel rows of a group are
+/// [`pad_normalize_patchify`] for `C` bytes per pixel. In each band of
+/// patches, the leading patches [`direct_patches`] can take go to the AVX2
+/// kernel; the rest are done in groups of a few consecutive patches. The pixel rows of a group are
 /// read in order (sequential reads keep the hardware prefetcher busy), the group
 /// is assembled in a scratch buffer that stays in the L1 cache, and is then
 /// streamed to `out`, which is written once, sequentially, without its lines
 /// first being read into the cache.
-fn patchify_c<const C: usize, T: Copy + Send + Sync + Default>(
+fn patchify_c<const C: usize, T: OutputValue>(
     src: &PatchSource<'_>,
     gw: usize,
     ps: usize,
     table: &ValueTable<T>,
     out: &mut [T],
-    parallel: bool,
+    run: Run,
 ) {
     let plane = ps * ps;
     let patch_len = 3 * plane;
@@ -158,10 +268,12 @@ fn patchify_c<const C: usize, T: Copy + Send + Sync + Default>(
     for_each_chunk(
         out,
         gw * patch_len,
-        parallel,
+        run.parallel,
         scratch,
         |scratch, i, out_band| {
-            for (g, out_group) in out_band.chunks_mut(group * patch_len).enumerate() {
+            let done = direct_patches::<C, T>(src, i, ps, table, out_band, run.path);
+            let rest = &mut out_band[done * patch_len..];
+            for (g, out_group) in rest.chunks_mut(group * patch_len).enumerate() {
                 let scratch = &mut scratch[..out_group.len()];
                 for py in 0..ps {
                     let y = i * ps + py;
@@ -171,7 +283,7 @@ fn patchify_c<const C: usize, T: Copy + Send + Sync + Default>(
                         &[]
                     };
                     for (k, patch) in scratch.chunks_exact_mut(patch_len).enumerate() {
-                        let j = g * group + k;
+                        let j = done + g * group + k;
                         // Pixels of this patch row inside the image; the rest is padding.
                         let pixels = row.get(j * ps * C..).unwrap_or(&[]);
                         let pixels = &pixels[..pixels.len().min(ps * C)];
@@ -205,6 +317,183 @@ fn patchify_c<const C: usize, T: Copy + Send + Sync + Default>(
             stream_fence();
         },
     );
+}
+
+/// Write the leading patches of band `i` that the AVX2 kernel can take, and
+/// return how many it wrote (0 when it does not apply). It applies to float32
+/// tables with a formula ([`NormalizeLut::has_formula`]), on
+/// [`SimdPath::Avx2`] where this CPU supports it, with patch size [`avx2::PATCH`], to a band whose rows are
+/// all inside the image, written to a 16-byte aligned `out_band`. It takes the
+/// patches inside the image whose reads (which run up to
+/// [`avx2::over_read`]`(C)` bytes past a patch row) stay inside `src.data`.
+fn direct_patches<const C: usize, T: OutputValue>(
+    src: &PatchSource<'_>,
+    i: usize,
+    ps: usize,
+    table: &ValueTable<T>,
+    out_band: &mut [T],
+    path: SimdPath,
+) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if let (Some(affine), Some(out), SimdPath::Avx2, avx2::PATCH) =
+        (&table.affine, T::as_float32(out_band), path, ps)
+    {
+        let row_len = src.width * C;
+        let last_row = (i * ps + ps - 1) * row_len;
+        let reach = ps * C + avx2::over_read(C);
+        if !path.is_supported()
+            || (i + 1) * ps > src.height
+            || out.as_ptr().align_offset(16) != 0
+            || src.data.len() < last_row + reach
+        {
+            return 0;
+        }
+        // Patch j reads up to `last_row + j * ps * C + reach` in its last row.
+        let n = (src.width / ps).min((src.data.len() - last_row - reach) / (ps * C) + 1);
+        // SAFETY: this CPU has AVX2 + FMA (`is_supported` above); `out` is 16-byte aligned and holds a band of `gw >= width / ps >= n`
+        // patches; every read of patches `0..n` (rows `i * ps..(i + 1) * ps`, all
+        // inside the image) ends at or before `src.data.len()`, checked above.
+        unsafe { avx2::patches::<C>(src.data, row_len, i * ps, n, affine, out.as_mut_ptr()) };
+        return n;
+    }
+    let _ = (src, i, ps, table, out_band, path);
+    0
+}
+
+/// The AVX2 + FMA kernel: float32 values computed by [`Affine::value`]'s
+/// operations, eight pixels of one channel at a time, and whole patches
+/// written with 16-byte non-temporal stores.
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::{Affine, INV_255};
+    use std::arch::x86_64::{
+        __m128, __m128i, __m256, __m256i, _mm256_castps256_ps128, _mm256_cvtepi32_ps,
+        _mm256_extractf128_ps, _mm256_fmadd_ps, _mm256_fnmadd_ps, _mm256_loadu2_m128i,
+        _mm256_mul_ps, _mm256_set1_ps, _mm256_setr_epi8, _mm256_shuffle_epi8, _mm_alignr_epi8,
+        _mm_castps_si128, _mm_castsi128_ps, _mm_shuffle_ps, _mm_stream_ps,
+    };
+
+    /// The patch size the kernel is written for: MoonViT's 14. Two rows of a
+    /// patch plane are 28 floats, seven 16-byte stores.
+    pub(super) const PATCH: usize = 14;
+
+    /// Bytes past the end of a patch row that [`eight`] may read for its last
+    /// pixels (`16 - 4 * C`: its upper half loads 16 bytes for 4 pixels).
+    pub(super) const fn over_read(channels: usize) -> usize {
+        16 - 4 * channels
+    }
+
+    /// Byte `b` of pixels `0..4` of each 128-bit half, zero-extended to 32 bits.
+    ///
+    /// # Safety
+    /// AVX2.
+    #[target_feature(enable = "avx2")]
+    #[allow(clippy::cast_possible_truncation, clippy::cast_possible_wrap)]
+    unsafe fn picker<const C: usize>(b: usize) -> __m256i {
+        let [l0, l1, l2, l3] = [0, 1, 2, 3].map(|k| (C * k + b) as i8);
+        let z = -128i8;
+        _mm256_setr_epi8(
+            l0, z, z, z, l1, z, z, z, l2, z, z, z, l3, z, z, z, //
+            l0, z, z, z, l1, z, z, z, l2, z, z, z, l3, z, z, z,
+        )
+    }
+
+    /// One channel's float32 values of the eight pixels at `p`: pixels 0..4
+    /// come from the 16 bytes at `p`, pixels 4..8 from the 16 bytes at `p + 4C`.
+    ///
+    /// # Safety
+    /// AVX2 + FMA; `p .. p + 4C + 16` is readable.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn eight<const C: usize>(p: *const u8, pick: __m256i, form: Affine) -> __m256 {
+        let bytes = _mm256_loadu2_m128i(p.add(4 * C).cast::<__m128i>(), p.cast::<__m128i>());
+        let v = _mm256_cvtepi32_ps(_mm256_shuffle_epi8(bytes, pick));
+        let inv = _mm256_set1_ps(INV_255);
+        let q = _mm256_mul_ps(v, inv);
+        let residual = _mm256_fnmadd_ps(q, _mm256_set1_ps(255.0), v);
+        let q = _mm256_fmadd_ps(residual, inv, q);
+        _mm256_fmadd_ps(q, _mm256_set1_ps(form.scale), _mm256_set1_ps(form.offset))
+    }
+
+    /// Floats 2..6 of `x` (its middle four).
+    ///
+    /// # Safety
+    /// AVX2.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn middle(x: __m256) -> __m128 {
+        let (low, high) = (_mm256_castps256_ps128(x), _mm256_extractf128_ps::<1>(x));
+        _mm_castsi128_ps(_mm_alignr_epi8::<8>(
+            _mm_castps_si128(high),
+            _mm_castps_si128(low),
+        ))
+    }
+
+    /// Stream two rows of a patch plane to the 28 floats at `dst`: row `a` as
+    /// its pixels 0..8 and 6..14, then row `b` the same way.
+    ///
+    /// # Safety
+    /// AVX2; `dst` is 16-byte aligned and 28 floats are writable there.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn stream_row_pair(dst: *mut f32, a: [__m256; 2], b: [__m256; 2]) {
+        _mm_stream_ps(dst, _mm256_castps256_ps128(a[0]));
+        _mm_stream_ps(dst.add(4), _mm256_extractf128_ps::<1>(a[0]));
+        _mm_stream_ps(dst.add(8), middle(a[1]));
+        // a[12], a[13], b[0], b[1]
+        let seam = _mm_shuffle_ps::<0b01_00_11_10>(
+            _mm256_extractf128_ps::<1>(a[1]),
+            _mm256_castps256_ps128(b[0]),
+        );
+        _mm_stream_ps(dst.add(12), seam);
+        _mm_stream_ps(dst.add(16), middle(b[0]));
+        _mm_stream_ps(dst.add(20), _mm256_castps256_ps128(b[1]));
+        _mm_stream_ps(dst.add(24), _mm256_extractf128_ps::<1>(b[1]));
+    }
+
+    /// Write patches `0..n` of the band whose first pixel row is `y0` to `out`:
+    /// `out[j][c][py][px] = form[c].value(byte c of pixel (y0 + py, j * 14 + px))`.
+    ///
+    /// # Safety
+    /// AVX2 + FMA; `out` is 16-byte aligned with `n * 3 * 14 * 14` writable
+    /// floats; for `j < n` and `py < 14`, the bytes `(y0 + py) * row_len + j * 14 * C`
+    /// up to `14 * C + over_read(C)` further are inside `data`.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn patches<const C: usize>(
+        data: &[u8],
+        row_len: usize,
+        y0: usize,
+        n: usize,
+        form: &[Affine; 3],
+        out: *mut f32,
+    ) {
+        const PLANE: usize = PATCH * PATCH;
+        // The channel byte: R, G, B, or the grey byte for 1 and 2 channels.
+        let picks = [0, 1, 2].map(|c| picker::<C>(if C >= 3 { c } else { 0 }));
+        let second = (PATCH - 8) * C;
+        for j in 0..n {
+            let patch = data.as_ptr().add(y0 * row_len + j * PATCH * C);
+            let dst = out.add(j * 3 * PLANE);
+            for pair in 0..PATCH / 2 {
+                let a = patch.add(2 * pair * row_len);
+                let b = a.add(row_len);
+                for c in 0..3 {
+                    // Reads end at `second + 4C + 16 = 14C + over_read(C)` past
+                    // the row's patch start; the stores are 16-byte multiples
+                    // from `out`, inside patch `j`.
+                    let row_a = [
+                        eight::<C>(a, picks[c], form[c]),
+                        eight::<C>(a.add(second), picks[c], form[c]),
+                    ];
+                    let row_b = [
+                        eight::<C>(b, picks[c], form[c]),
+                        eight::<C>(b.add(second), picks[c], form[c]),
+                    ];
+                    stream_row_pair(dst.add(c * PLANE + pair * 2 * PATCH), row_a, row_b);
+                }
+            }
+        }
+    }
 }
 
 /// `dst.copy_from_slice(src)` with non-temporal stores on x86-64: the output is
@@ -273,7 +562,18 @@ mod tests {
         };
         let lut = NormalizeLut::new([0.0; 3], [1.0 / 255.0; 3]);
         let mut out = vec![0f32; 2 * 3 * 4];
-        pad_normalize_patchify(&src, 4, 2, 2, &ValueTable::float32(&lut), &mut out, false);
+        pad_normalize_patchify(
+            &src,
+            4,
+            2,
+            2,
+            &ValueTable::float32(&lut),
+            &mut out,
+            Run {
+                path: SimdPath::Scalar,
+                parallel: false,
+            },
+        );
         // With mean 0, std 1/255 the table is the identity.
         #[rustfmt::skip]
         let expected = [
@@ -317,27 +617,48 @@ mod layout_tests {
         out
     }
 
+    /// Every path this CPU supports, each serially and in parallel.
+    fn runs() -> Vec<Run> {
+        [SimdPath::Scalar, SimdPath::Sse41, SimdPath::Avx2]
+            .into_iter()
+            .filter(|path| path.is_supported())
+            .flat_map(|path| [false, true].map(|parallel| Run { path, parallel }))
+            .collect()
+    }
+
+    fn noise(len: usize, seed: &mut u32) -> Vec<u8> {
+        (0..len)
+            .map(|_| {
+                *seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                (*seed >> 16) as u8
+            })
+            .collect()
+    }
+
     #[test]
-    fn every_shape_matches_the_definition() {
-        let lut = NormalizeLut::new([0.48, 0.46, 0.41], [0.27, 0.26, 0.28]);
-        let (f32s, halves) = (ValueTable::float32(&lut), ValueTable::bfloat16(&lut));
+    fn every_shape_and_path_matches_the_definition() {
+        // One table the float32 formula reproduces (the presets' 0.5 / 0.5), so
+        // the AVX2 kernel takes its full patches, and one it does not.
+        let formula = NormalizeLut::new([0.5; 3], [0.5; 3]);
+        let lookup = NormalizeLut::new([0.48, 0.46, 0.41], [0.27, 0.26, 0.28]);
+        assert!(formula.has_formula() && !lookup.has_formula());
         let mut seed = 7u32;
-        // Widths cross several groups of patches (13 patches of 14 at float32).
+        // Widths cross several groups of patches (13 patches of 14 at float32);
+        // multiples of 14 end the last patch row at the end of the buffer.
         for (width, height, ps) in [
             (1, 1, 1),
             (5, 3, 2),
+            (13, 14, 14),
+            (14, 14, 14),
+            (28, 28, 14),
             (29, 15, 14),
+            (42, 29, 14),
             (400, 30, 14),
             (333, 17, 16),
             (90, 9, 3),
         ] {
             for channels in 1..=4 {
-                let data: Vec<u8> = (0..width * height * channels)
-                    .map(|_| {
-                        seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12_345);
-                        (seed >> 16) as u8
-                    })
-                    .collect();
+                let data = noise(width * height * channels, &mut seed);
                 let src = PatchSource {
                     data: &data,
                     width,
@@ -345,23 +666,81 @@ mod layout_tests {
                     channels,
                 };
                 let (pw, ph) = (width.div_ceil(ps) * ps + ps, height.div_ceil(ps) * ps);
-                for parallel in [false, true] {
-                    let mut out = vec![0f32; pw * ph * 3];
-                    pad_normalize_patchify(&src, pw, ph, ps, &f32s, &mut out, parallel);
-                    assert_eq!(
-                        out,
+                let n = pw * ph * 3;
+                for lut in [&formula, &lookup] {
+                    let (f32s, halves) = (ValueTable::float32(lut), ValueTable::bfloat16(lut));
+                    let (want, want_halves) = (
                         naive(&src, pw, ph, ps, &f32s),
-                        "{width}x{height}x{channels} ps {ps}"
-                    );
-                    let mut out = vec![0u16; pw * ph * 3];
-                    pad_normalize_patchify(&src, pw, ph, ps, &halves, &mut out, parallel);
-                    assert_eq!(
-                        out,
                         naive(&src, pw, ph, ps, &halves),
-                        "{width}x{height}x{channels} ps {ps}"
                     );
+                    for run in runs() {
+                        let case = format!("{width}x{height}x{channels} ps {ps} {run:?}");
+                        // 16-byte aligned output, then one float off it, where the
+                        // AVX2 kernel steps aside.
+                        for offset in [0, 1] {
+                            let mut out = vec![0f32; n + 4];
+                            let start = out.as_ptr().align_offset(16) + offset;
+                            let dst = &mut out[start..start + n];
+                            pad_normalize_patchify(&src, pw, ph, ps, &f32s, dst, run);
+                            assert!(dst == want.as_slice(), "{case} offset {offset}");
+                        }
+                        let mut out = vec![0u16; n];
+                        pad_normalize_patchify(&src, pw, ph, ps, &halves, &mut out, run);
+                        assert_eq!(out, want_halves, "{case}");
+                    }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn the_avx2_kernel_takes_the_full_patches_and_gives_every_table_value() {
+        let lut = NormalizeLut::new([0.5; 3], [0.5; 3]);
+        let table = ValueTable::float32(&lut);
+        // 280 x 28 RGB: pixel x of row y is (x + y, x + 85, x + 170) mod 256, so
+        // every byte value reaches every channel.
+        let (width, height) = (280, 28);
+        let data: Vec<u8> = (0..height)
+            .flat_map(|y| (0..width).flat_map(move |x| [x + y, x + 85, x + 170]))
+            .map(|v| (v % 256) as u8)
+            .collect();
+        let src = PatchSource {
+            data: &data,
+            width,
+            height,
+            channels: 3,
+        };
+        let band = 20 * 3 * 196;
+        let mut out = vec![0f32; 2 * band + 3];
+        let start = out.as_ptr().align_offset(16);
+        let (top, bottom) = out[start..start + 2 * band].split_at_mut(band);
+        let avx2 = SimdPath::Avx2;
+        let taken = |n: usize| if avx2.is_supported() { n } else { 0 };
+        // Band 0 reads rows 0..14 only, so all 20 patches fit; band 1 ends at
+        // the end of the buffer, where the last patch would read past it.
+        assert_eq!(
+            direct_patches::<3, f32>(&src, 0, 14, &table, top, avx2),
+            taken(20)
+        );
+        assert_eq!(
+            direct_patches::<3, f32>(&src, 1, 14, &table, bottom, avx2),
+            taken(19)
+        );
+        let scalar = SimdPath::Scalar;
+        assert_eq!(
+            direct_patches::<3, f32>(&src, 0, 14, &table, top, scalar),
+            0
+        );
+        for run in runs() {
+            let mut got = vec![0f32; 2 * band];
+            pad_normalize_patchify(&src, width, height, 14, &table, &mut got, run);
+            let want = naive(&src, width, height, 14, &table);
+            assert!(
+                got.iter()
+                    .zip(&want)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{run:?}"
+            );
         }
     }
 

@@ -13,7 +13,9 @@ use crate::error::KimiError;
 use crate::geometry::{navit_resize_config, ResizeConfig};
 use rayon::iter::{IntoParallelIterator, ParallelIterator};
 
-use crate::normalize::{pad_normalize_patchify, NormalizeLut, PatchSource, ValueTable};
+use crate::normalize::{
+    pad_normalize_patchify, NormalizeLut, OutputValue, PatchSource, ValueTable,
+};
 use crate::par::install;
 use crate::resize::{premultiply, resize_bicubic_with, unpremultiply, Run, SimdPath};
 
@@ -130,7 +132,7 @@ fn drop_alpha(data: &[u8], channels: usize) -> Vec<u8> {
 }
 
 /// Run one image through the pipeline into `out` (its `pixel_values` rows).
-fn run_image<T: Copy + Send + Sync + Default>(
+fn run_image<T: OutputValue>(
     image: &ImageView<'_>,
     r: &ResizeConfig,
     cfg: &MediaProcConfig,
@@ -203,7 +205,7 @@ fn run_image<T: Copy + Send + Sync + Default>(
         cfg.patch_size() as usize,
         table,
         out,
-        run.parallel,
+        run,
     );
 }
 
@@ -295,7 +297,7 @@ pub fn plan_batch(images: &[ImageView<'_>], cfg: &MediaProcConfig) -> Result<Bat
 /// `KimiError::OutputSize` when `out` has the wrong length; `KimiError::Threads`
 /// when a thread pool cannot be started.
 #[allow(clippy::too_many_arguments)]
-pub fn run_batch<T: Copy + Send + Sync + Default>(
+pub fn run_batch<T: OutputValue>(
     images: &[ImageView<'_>],
     plan: &BatchPlan,
     cfg: &MediaProcConfig,

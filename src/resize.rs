@@ -267,8 +267,8 @@ fn weighted_sum(
     weighted_sum_scalar(src, stride, start, 0, k, out);
 }
 
-/// How a resize runs: the kernel implementation and whether row bands run in
-/// parallel on the current rayon pool.
+/// How a stage (the resize, or the pad / normalise / patchify) runs: the kernel
+/// implementation and whether row bands run in parallel on the current rayon pool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Run {
     /// Kernel implementation.
@@ -277,14 +277,16 @@ pub struct Run {
     pub parallel: bool,
 }
 
-/// Which implementation of the resize kernels runs. Every path gives the same bytes.
+/// Which implementation of the kernels runs (the resize kernels, and the
+/// normalise kernel of `normalize`). Every path gives the same bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SimdPath {
     /// Portable Rust.
     Scalar,
     /// x86-64 SSE4.1 intrinsics (for CPUs without AVX2).
     Sse41,
-    /// x86-64 AVX2 intrinsics.
+    /// x86-64 AVX2 + FMA intrinsics (every AVX2 CPU has FMA in practice; the
+    /// normalise kernel uses it).
     Avx2,
 }
 
@@ -306,7 +308,10 @@ impl SimdPath {
             #[cfg(target_arch = "x86_64")]
             Self::Sse41 => std::arch::is_x86_feature_detected!("sse4.1"),
             #[cfg(target_arch = "x86_64")]
-            Self::Avx2 => std::arch::is_x86_feature_detected!("avx2"),
+            Self::Avx2 => {
+                std::arch::is_x86_feature_detected!("avx2")
+                    && std::arch::is_x86_feature_detected!("fma")
+            }
             #[cfg(not(target_arch = "x86_64"))]
             Self::Sse41 | Self::Avx2 => false,
         }

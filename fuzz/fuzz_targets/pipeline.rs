@@ -27,7 +27,7 @@
 
 use std::collections::HashSet;
 
-use kimi_k3_rs::normalize::{NormalizeLut, ValueTable};
+use kimi_k3_rs::normalize::{NormalizeLut, OutputValue, ValueTable};
 use kimi_k3_rs::{
     plan_batch, preprocess_batch, run_batch, Background, BackgroundPattern, FillStage, ImageView,
     KimiError, MediaProcConfig, PillowCompat,
@@ -272,7 +272,7 @@ fn check_plan(
 }
 
 /// Bit patterns of output values (NaN compares equal to itself bit for bit).
-trait Bits: Copy + Send + Sync + Default {
+trait Bits: OutputValue {
     fn bits(self) -> u32;
 }
 impl Bits for f32 {

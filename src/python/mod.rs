@@ -19,7 +19,7 @@ use crate::config::{
 };
 use crate::error::KimiError;
 use crate::geometry::navit_resize_config as core_navit_resize_config;
-use crate::normalize::{NormalizeLut, ValueTable};
+use crate::normalize::{NormalizeLut, OutputValue, ValueTable};
 use crate::pipeline::{plan_batch, run_batch, BatchPlan, ImageView};
 
 create_exception!(
@@ -237,7 +237,7 @@ fn image_views<'a>(
 /// Run a planned batch into a new array, or into the caller's `out` array
 /// (`[N, 3, ps, ps]`, C-contiguous, element type `T`), with the GIL released.
 #[allow(clippy::too_many_arguments)]
-fn run_into<'py, T: Element + Copy + Send + Sync + Default>(
+fn run_into<'py, T: Element + OutputValue>(
     py: Python<'py>,
     views: &[ImageView<'_>],
     plan: &BatchPlan,
