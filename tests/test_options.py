@@ -238,6 +238,23 @@ def test_out_float32_reused_across_calls():
     assert_output_matches(res, reference_preprocess(batch_b, media_proc_cfg))
 
 
+@pytest.mark.parametrize("offset", [0, 1, 2, 3])
+def test_out_at_every_float_offset_from_16_bytes(offset):
+    """The vector kernel streams whole patches into 16-byte aligned output and
+    leaves a misaligned ``out`` to the table path: the same bits either way."""
+    media_proc_cfg = kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG
+    images = [noise_array(300, 200, "RGB", 5), noise(257, 190, "RGBA", 6), noise(98, 70, "L", 7)]
+    want = reference_preprocess(images, media_proc_cfg)
+    n = want[0].size
+    buf = np.full(n + 8, np.nan, np.float32)
+    first = (-buf.ctypes.data % 16) // 4 + offset  # the first 16-byte aligned float, + offset
+    out = buf[first:first + n].reshape(want[0].shape)
+    assert (out.ctypes.data % 16 == 0) == (offset == 0)
+    res = kimi_k3_rs.preprocess(images, media_proc_cfg, out=out)
+    assert res["pixel_values"] is out
+    assert_output_matches(res, want)
+
+
 @pytest.mark.parametrize("dtype,out_dtypes", [
     ("float16", ["float16"]),
     ("bfloat16", ["uint16"] + (["bfloat16"] if HAS_ML_DTYPES else [])),
