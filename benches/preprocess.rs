@@ -47,7 +47,7 @@ fn resize(c: &mut Criterion) {
         };
         let src = noise(w, h, 3);
         // Every kernel path this CPU runs (the pipeline picks the last one).
-        for path in [SimdPath::Scalar, SimdPath::Sse41, SimdPath::Avx2] {
+        for path in SimdPath::ALL {
             if !path.is_supported() {
                 continue;
             }

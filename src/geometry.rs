@@ -80,7 +80,7 @@ fn div_correctly_rounded(n: u128, d: u128) -> f64 {
     let k = (55 + bit_len(d)).saturating_sub(bit_len(n));
     let (q, sticky) = if bit_len(n) + k <= 128 {
         let num = n << k;
-        (num / d, num % d != 0)
+        (num / d, !num.is_multiple_of(d))
     } else {
         long_division(n, k, d)
     };
@@ -267,7 +267,7 @@ mod tests {
         let k = 55 + bit_len(d) - bit_len(16384);
         assert_eq!(
             long_division(16384, k, d),
-            ((16384u128 << k) / d, (16384u128 << k) % d != 0)
+            ((16384u128 << k) / d, !(16384u128 << k).is_multiple_of(d))
         );
     }
 

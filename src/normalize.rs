@@ -322,7 +322,7 @@ fn patchify_c<const C: usize, T: OutputValue>(
 /// Write the leading patches of band `i` that the AVX2 kernel can take, and
 /// return how many it wrote (0 when it does not apply). It applies to float32
 /// tables with a formula ([`NormalizeLut::has_formula`]), on
-/// [`SimdPath::Avx2`] where this CPU supports it, with patch size [`avx2::PATCH`], to a band whose rows are
+/// [`SimdPath::Avx2`] or [`SimdPath::Avx512`] where this CPU supports it, with patch size [`avx2::PATCH`], to a band whose rows are
 /// all inside the image, written to a 16-byte aligned `out_band`. It takes the
 /// patches inside the image whose reads (which run up to
 /// [`avx2::over_read`]`(C)` bytes past a patch row) stay inside `src.data`.
@@ -335,7 +335,7 @@ fn direct_patches<const C: usize, T: OutputValue>(
     path: SimdPath,
 ) -> usize {
     #[cfg(target_arch = "x86_64")]
-    if let (Some(affine), Some(out), SimdPath::Avx2, avx2::PATCH) =
+    if let (Some(affine), Some(out), SimdPath::Avx2 | SimdPath::Avx512, avx2::PATCH) =
         (&table.affine, T::as_float32(out_band), path, ps)
     {
         let row_len = src.width * C;
@@ -350,7 +350,8 @@ fn direct_patches<const C: usize, T: OutputValue>(
         }
         // Patch j reads up to `last_row + j * ps * C + reach` in its last row.
         let n = (src.width / ps).min((src.data.len() - last_row - reach) / (ps * C) + 1);
-        // SAFETY: this CPU has AVX2 + FMA (`is_supported` above); `out` is 16-byte aligned and holds a band of `gw >= width / ps >= n`
+        // SAFETY: this CPU has AVX2 + FMA (`is_supported` above: both paths
+        // require them); `out` is 16-byte aligned and holds a band of `gw >= width / ps >= n`
         // patches; every read of patches `0..n` (rows `i * ps..(i + 1) * ps`, all
         // inside the image) ends at or before `src.data.len()`, checked above.
         unsafe { avx2::patches::<C>(src.data, row_len, i * ps, n, affine, out.as_mut_ptr()) };
@@ -619,7 +620,7 @@ mod layout_tests {
 
     /// Every path this CPU supports, each serially and in parallel.
     fn runs() -> Vec<Run> {
-        [SimdPath::Scalar, SimdPath::Sse41, SimdPath::Avx2]
+        SimdPath::ALL
             .into_iter()
             .filter(|path| path.is_supported())
             .flat_map(|path| [false, true].map(|parallel| Run { path, parallel }))

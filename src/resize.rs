@@ -128,6 +128,56 @@ fn weighted_sum_scalar(
     }
 }
 
+/// AVX-512 (F + BW) version of [`weighted_sum_scalar`]: 64 lanes per step with
+/// the four 16-lane accumulators held in registers across all taps; the
+/// remaining lanes go to [`weighted_sum_avx2`]. Integer sums are exact in any
+/// order, so the bytes equal the scalar ones.
+///
+/// # Safety
+/// The CPU must support AVX-512 F and BW and AVX2, and
+/// `(start + k.len() - 1) * stride + out.len()` must not exceed `src.len()`
+/// (checked by the caller, [`weighted_sum`]).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx2")]
+#[allow(clippy::cast_ptr_alignment)]
+unsafe fn weighted_sum_avx512(src: &[u8], stride: usize, start: usize, k: &[i32], out: &mut [u8]) {
+    use std::arch::x86_64::{
+        __m128i, __m512i, _mm512_add_epi32, _mm512_cvtepu8_epi32, _mm512_mullo_epi32,
+        _mm512_packs_epi32, _mm512_packus_epi16, _mm512_permutexvar_epi32, _mm512_set1_epi32,
+        _mm512_setr_epi32, _mm512_srai_epi32, _mm512_storeu_si512, _mm_loadu_si128,
+    };
+    #[inline(always)]
+    unsafe fn load16(p: *const u8) -> __m512i {
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(p.cast::<__m128i>()))
+    }
+    let n = out.len();
+    let base = src.as_ptr().add(start * stride);
+    let bias = _mm512_set1_epi32(ROUND_BIAS);
+    // After the packs, 128-bit lane `i` holds 4-byte group `i` of each accumulator.
+    let order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    let mut l = 0;
+    while l + 64 <= n {
+        let (mut a0, mut a1, mut a2, mut a3) = (bias, bias, bias, bias);
+        for (t, &kv) in k.iter().enumerate() {
+            let p = base.add(t * stride + l);
+            let kk = _mm512_set1_epi32(kv);
+            a0 = _mm512_add_epi32(a0, _mm512_mullo_epi32(load16(p), kk));
+            a1 = _mm512_add_epi32(a1, _mm512_mullo_epi32(load16(p.add(16)), kk));
+            a2 = _mm512_add_epi32(a2, _mm512_mullo_epi32(load16(p.add(32)), kk));
+            a3 = _mm512_add_epi32(a3, _mm512_mullo_epi32(load16(p.add(48)), kk));
+        }
+        // >> 22, then saturate to i16 and to u8: clamp(acc >> 22, 0, 255) = clip8.
+        let w01 = _mm512_packs_epi32(_mm512_srai_epi32::<22>(a0), _mm512_srai_epi32::<22>(a1));
+        let w23 = _mm512_packs_epi32(_mm512_srai_epi32::<22>(a2), _mm512_srai_epi32::<22>(a3));
+        let bytes = _mm512_permutexvar_epi32(order, _mm512_packus_epi16(w01, w23));
+        _mm512_storeu_si512(out.as_mut_ptr().add(l).cast::<__m512i>(), bytes);
+        l += 64;
+    }
+    // The last < 64 lanes: the bound on `src` shifted by `l` lanes is the
+    // caller's bound on the remaining `n - l` lanes.
+    weighted_sum_avx2(&src[l..], stride, start, k, &mut out[l..]);
+}
+
 /// AVX2 version of [`weighted_sum_scalar`]: 32 lanes per step with the four
 /// accumulators held in registers across all taps; the remaining lanes go to
 /// [`weighted_sum_sse41`]. Integer sums are exact in
@@ -237,7 +287,8 @@ unsafe fn weighted_sum_sse41(src: &[u8], stride: usize, start: usize, k: &[i32],
     weighted_sum_scalar(src, stride, start, l, k, &mut out[l..]);
 }
 
-/// Dispatch [`weighted_sum_scalar`] / [`weighted_sum_sse41`] / [`weighted_sum_avx2`].
+/// Dispatch [`weighted_sum_scalar`] / [`weighted_sum_sse41`] / [`weighted_sum_avx2`] /
+/// [`weighted_sum_avx512`].
 fn weighted_sum(
     src: &[u8],
     stride: usize,
@@ -251,6 +302,13 @@ fn weighted_sum(
         return;
     }
     assert!((start + k.len() - 1) * stride + out.len() <= src.len());
+    #[cfg(target_arch = "x86_64")]
+    if path == SimdPath::Avx512 {
+        // SAFETY: as for AVX2 just below, with AVX-512 F + BW (and AVX2, which
+        // `SimdPath::Avx512` also requires).
+        unsafe { weighted_sum_avx512(src, stride, start, k, out) };
+        return;
+    }
     #[cfg(target_arch = "x86_64")]
     if path == SimdPath::Avx2 {
         // SAFETY: a `SimdPath::Avx2` reaches here only after `is_supported` (see
@@ -288,14 +346,21 @@ pub enum SimdPath {
     /// x86-64 AVX2 + FMA intrinsics (every AVX2 CPU has FMA in practice; the
     /// normalise kernel uses it).
     Avx2,
+    /// x86-64 AVX-512 F + BW intrinsics for the resize kernels (and everything
+    /// [`SimdPath::Avx2`] has, which the rest of the pipeline uses).
+    Avx512,
 }
 
 impl SimdPath {
+    /// Every path, slowest first.
+    pub const ALL: [Self; 4] = [Self::Scalar, Self::Sse41, Self::Avx2, Self::Avx512];
+
     /// The fastest path this CPU supports.
     #[must_use]
     pub fn detect() -> Self {
-        [Self::Avx2, Self::Sse41]
+        Self::ALL
             .into_iter()
+            .rev()
             .find(|path| path.is_supported())
             .unwrap_or(Self::Scalar)
     }
@@ -312,18 +377,25 @@ impl SimdPath {
                 std::arch::is_x86_feature_detected!("avx2")
                     && std::arch::is_x86_feature_detected!("fma")
             }
+            #[cfg(target_arch = "x86_64")]
+            Self::Avx512 => {
+                Self::Avx2.is_supported()
+                    && std::arch::is_x86_feature_detected!("avx512f")
+                    && std::arch::is_x86_feature_detected!("avx512bw")
+            }
             #[cfg(not(target_arch = "x86_64"))]
-            Self::Sse41 | Self::Avx2 => false,
+            Self::Sse41 | Self::Avx2 | Self::Avx512 => false,
         }
     }
 
-    /// Lower-case name (`"scalar"`, `"sse4.1"`, `"avx2"`).
+    /// Lower-case name (`"scalar"`, `"sse4.1"`, `"avx2"`, `"avx512"`).
     #[must_use]
     pub fn name(self) -> &'static str {
         match self {
             Self::Scalar => "scalar",
             Self::Sse41 => "sse4.1",
             Self::Avx2 => "avx2",
+            Self::Avx512 => "avx512",
         }
     }
 }
@@ -877,7 +949,7 @@ mod tests {
 
     #[test]
     fn every_simd_path_gives_the_scalar_bytes() {
-        let paths: Vec<SimdPath> = [SimdPath::Scalar, SimdPath::Sse41, SimdPath::Avx2]
+        let paths: Vec<SimdPath> = SimdPath::ALL
             .into_iter()
             .filter(|p| p.is_supported())
             .collect();
@@ -907,6 +979,16 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn detect_picks_the_fastest_supported_path() {
+        let best = SimdPath::detect();
+        let rank = SimdPath::ALL.iter().position(|&p| p == best).unwrap();
+        assert!(best.is_supported());
+        assert!(SimdPath::ALL[rank + 1..].iter().all(|p| !p.is_supported()));
+        // Each path implies the ones before it (the kernels hand their tails down).
+        assert!(SimdPath::ALL[..rank].iter().all(|p| p.is_supported()));
     }
 
     #[test]
