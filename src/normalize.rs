@@ -24,8 +24,8 @@ pub struct NormalizeLut {
     affine: Option<[Affine; 3]>,
 }
 
-/// `1 / 255` rounded to float32.
-const INV_255: f32 = 1.0 / 255.0;
+/// `1 / 65280 = 1 / (255 * 256)` rounded to float32.
+const INV_65280: f32 = 1.0 / 65280.0;
 
 /// A channel's values as `fma(v / 255, scale, offset)` in float32, where
 /// `v / 255` is the quotient rounded once ([`div255`]). Used only when it gives
@@ -36,13 +36,12 @@ struct Affine {
     offset: f32,
 }
 
-/// `v / 255` rounded once to float32, computed as the AVX2 kernel computes it:
-/// the product with the rounded reciprocal, corrected by one fused step on the
-/// exact residual.
+/// `v / 255` for a byte `v`, as the AVX2 kernel computes it: as the sum of
+/// `v / 256` (exact) and `v / 65280`, fused, so rounded once. For all 256 bytes
+/// this is `v / 255` correctly rounded ([`Affine::fit`] checks the whole formula
+/// against the table anyway).
 fn div255(v: f32) -> f32 {
-    let q = v * INV_255;
-    let residual = (-q).mul_add(255.0, v);
-    residual.mul_add(INV_255, q)
+    v.mul_add(INV_65280, v * (1.0 / 256.0))
 }
 
 impl Affine {
@@ -366,17 +365,20 @@ fn direct_patches<const C: usize, T: OutputValue>(
 /// written with 16-byte non-temporal stores.
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::{Affine, INV_255};
+    use super::{Affine, INV_65280};
     use std::arch::x86_64::{
         __m128, __m128i, __m256, __m256i, _mm256_castps256_ps128, _mm256_cvtepi32_ps,
-        _mm256_extractf128_ps, _mm256_fmadd_ps, _mm256_fnmadd_ps, _mm256_loadu2_m128i,
-        _mm256_mul_ps, _mm256_set1_ps, _mm256_setr_epi8, _mm256_shuffle_epi8, _mm_alignr_epi8,
-        _mm_castps_si128, _mm_castsi128_ps, _mm_shuffle_ps, _mm_stream_ps,
+        _mm256_extractf128_ps, _mm256_fmadd_ps, _mm256_loadu2_m128i, _mm256_mul_ps, _mm256_set1_ps,
+        _mm256_setr_epi8, _mm256_shuffle_epi8, _mm_alignr_epi8, _mm_castps_si128, _mm_castsi128_ps,
+        _mm_prefetch, _mm_shuffle_ps, _mm_stream_ps, _MM_HINT_T0,
     };
 
     /// The patch size the kernel is written for: MoonViT's 14. Two rows of a
     /// patch plane are 28 floats, seven 16-byte stores.
     pub(super) const PATCH: usize = 14;
+
+    /// How far ahead along each pixel row the source is prefetched, in bytes.
+    const PREFETCH: usize = 192;
 
     /// Bytes past the end of a patch row that [`eight`] may read for its last
     /// pixels (`16 - 4 * C`: its upper half loads 16 bytes for 4 pixels).
@@ -409,10 +411,8 @@ mod avx2 {
     unsafe fn eight<const C: usize>(p: *const u8, pick: __m256i, form: Affine) -> __m256 {
         let bytes = _mm256_loadu2_m128i(p.add(4 * C).cast::<__m128i>(), p.cast::<__m128i>());
         let v = _mm256_cvtepi32_ps(_mm256_shuffle_epi8(bytes, pick));
-        let inv = _mm256_set1_ps(INV_255);
-        let q = _mm256_mul_ps(v, inv);
-        let residual = _mm256_fnmadd_ps(q, _mm256_set1_ps(255.0), v);
-        let q = _mm256_fmadd_ps(residual, inv, q);
+        let v256 = _mm256_mul_ps(v, _mm256_set1_ps(1.0 / 256.0));
+        let q = _mm256_fmadd_ps(v, _mm256_set1_ps(INV_65280), v256);
         _mm256_fmadd_ps(q, _mm256_set1_ps(form.scale), _mm256_set1_ps(form.offset))
     }
 
@@ -478,6 +478,11 @@ mod avx2 {
             for pair in 0..PATCH / 2 {
                 let a = patch.add(2 * pair * row_len);
                 let b = a.add(row_len);
+                // Fourteen rows are read side by side, more streams than the
+                // hardware prefetchers follow: fetch a few patches ahead.
+                // (A prefetch never faults, even past the end of `data`.)
+                _mm_prefetch::<_MM_HINT_T0>(a.wrapping_add(PREFETCH).cast::<i8>());
+                _mm_prefetch::<_MM_HINT_T0>(b.wrapping_add(PREFETCH).cast::<i8>());
                 for c in 0..3 {
                     // Reads end at `second + 4C + 16 = 14C + over_read(C)` past
                     // the row's patch start; the stores are 16-byte multiples

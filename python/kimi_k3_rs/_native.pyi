@@ -8,6 +8,8 @@ import numpy.typing as npt
 __version__: str
 build_profile: str
 simd_path: str
+"""The kernels this CPU runs, detected at import: ``"avx512"`` (AVX-512 F + BW resize, AVX2
+normalise), ``"avx2"`` (AVX2 + FMA), ``"sse4.1"`` or ``"scalar"``. Every path gives the same bits."""
 
 class KimiK3Error(ValueError):
     """Base class of kimi_k3_rs errors."""
