@@ -23,6 +23,17 @@ fn noise(width: usize, height: usize, channels: usize) -> Vec<u8> {
         .collect()
 }
 
+/// Single-threaded runs of those of `paths` this CPU supports.
+fn serial_runs(paths: &[SimdPath]) -> impl Iterator<Item = Run> + '_ {
+    paths
+        .iter()
+        .filter(|path| path.is_supported())
+        .map(|&path| Run {
+            path,
+            parallel: false,
+        })
+}
+
 fn geometry(c: &mut Criterion) {
     let cfg = MediaProcConfig::kimi_k25();
     c.bench_function("geometry/navit_resize_config", |b| {
@@ -47,14 +58,8 @@ fn resize(c: &mut Criterion) {
         };
         let src = noise(w, h, 3);
         // Every kernel path this CPU runs (the pipeline picks the last one).
-        for path in SimdPath::ALL {
-            if !path.is_supported() {
-                continue;
-            }
-            let run = Run {
-                path,
-                parallel: false,
-            };
+        for run in serial_runs(&SimdPath::ALL) {
+            let path = run.path;
             group.bench_with_input(
                 BenchmarkId::new(path.name(), format!("{w}x{h}->{nw}x{nh}")),
                 &src,
@@ -103,14 +108,9 @@ fn normalize_patchify(c: &mut Criterion) {
         let src = noise(w, h, 3);
         let (pw, ph) = (w.div_ceil(28) * 28, h.div_ceil(28) * 28);
         let mut out = vec![0f32; pw * ph * 3];
-        for path in [SimdPath::Scalar, SimdPath::Avx2] {
-            if !path.is_supported() {
-                continue;
-            }
-            let run = Run {
-                path,
-                parallel: false,
-            };
+        // The table path and, where the CPU has it, the vector kernel.
+        for run in serial_runs(&[SimdPath::Scalar, SimdPath::Avx2]) {
+            let path = run.path;
             group.bench_with_input(
                 BenchmarkId::new(path.name(), format!("{w}x{h}")),
                 &src,
