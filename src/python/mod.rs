@@ -274,12 +274,12 @@ fn run_into<'py, T: Element + OutputValue>(
             let array = out.cast::<PyArray4<T>>().map_err(|_| {
                 // Name what was passed: its shape when it has one (a 1-D array, say).
                 let got = match out.getattr("shape") {
-                    Ok(got) => format!("{} of shape {got}", out.get_type()),
+                    Ok(got) => format!("shape {got}"),
                     Err(_) => out.get_type().to_string(),
                 };
                 ImageError::new_err(format!(
                     "out must be a 4-D {} numpy array of shape {shape:?}, got {got}",
-                    std::any::type_name::<T>(),
+                    numpy::dtype::<T>(py),
                 ))
             })?;
             if array.shape() != shape {
