@@ -241,11 +241,11 @@ const GROUP_BYTES: usize = 32 * 1024;
 
 /// [`pad_normalize_patchify`] for `C` bytes per pixel. In each band of
 /// patches, the leading patches [`direct_patches`] can take go to the AVX2
-/// kernel; the rest are done in groups of a few consecutive patches. The pixel rows of a group are
-/// read in order (sequential reads keep the hardware prefetcher busy), the group
-/// is assembled in a scratch buffer that stays in the L1 cache, and is then
-/// streamed to `out`, which is written once, sequentially, without its lines
-/// first being read into the cache.
+/// kernel; the rest are done in groups of a few consecutive patches. The pixel
+/// rows of a group are read in order (sequential reads keep the hardware
+/// prefetcher busy), the group is assembled in a scratch buffer that stays in
+/// the L1 cache, and is then streamed to `out`, which is written once,
+/// sequentially, without its lines first being read into the cache.
 fn patchify_c<const C: usize, T: OutputValue>(
     src: &PatchSource<'_>,
     gw: usize,
@@ -320,11 +320,12 @@ fn patchify_c<const C: usize, T: OutputValue>(
 
 /// Write the leading patches of band `i` that the AVX2 kernel can take, and
 /// return how many it wrote (0 when it does not apply). It applies to float32
-/// tables with a formula ([`NormalizeLut::has_formula`]), on
-/// [`SimdPath::Avx2`] or [`SimdPath::Avx512`] where this CPU supports it, with patch size [`avx2::PATCH`], to a band whose rows are
-/// all inside the image, written to a 16-byte aligned `out_band`. It takes the
-/// patches inside the image whose reads (which run up to
-/// [`avx2::over_read`]`(C)` bytes past a patch row) stay inside `src.data`.
+/// tables with a formula ([`NormalizeLut::has_formula`]), on [`SimdPath::Avx2`]
+/// or [`SimdPath::Avx512`] where this CPU supports it, with patch size
+/// [`avx2::PATCH`], to a band whose rows are all inside the image, written to a
+/// 16-byte aligned `out_band`. It takes the patches inside the image whose reads
+/// (which run up to [`avx2::over_read`]`(C)` bytes past a patch row) stay
+/// inside `src.data`.
 fn direct_patches<const C: usize, T: OutputValue>(
     src: &PatchSource<'_>,
     i: usize,
@@ -350,9 +351,10 @@ fn direct_patches<const C: usize, T: OutputValue>(
         // Patch j reads up to `last_row + j * ps * C + reach` in its last row.
         let n = (src.width / ps).min((src.data.len() - last_row - reach) / (ps * C) + 1);
         // SAFETY: this CPU has AVX2 + FMA (`is_supported` above: both paths
-        // require them); `out` is 16-byte aligned and holds a band of `gw >= width / ps >= n`
-        // patches; every read of patches `0..n` (rows `i * ps..(i + 1) * ps`, all
-        // inside the image) ends at or before `src.data.len()`, checked above.
+        // require them); `out` is 16-byte aligned and holds a band of
+        // `gw >= width / ps >= n` patches; every read of patches `0..n` (rows
+        // `i * ps..(i + 1) * ps`, all inside the image) ends at or before
+        // `src.data.len()`, checked above.
         unsafe { avx2::patches::<C>(src.data, row_len, i * ps, n, affine, out.as_mut_ptr()) };
         return n;
     }
