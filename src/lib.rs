@@ -19,3 +19,19 @@ pub use geometry::{navit_resize_config, ResizeConfig};
 pub use pipeline::{
     plan_batch, preprocess_batch, preprocess_image, run_batch, BatchOutput, BatchPlan, ImageView,
 };
+
+#[cfg(test)]
+mod test_util {
+    /// `n` pseudo-random bytes (xorshift64), the same for the same `seed`.
+    pub(crate) fn noise(n: usize, seed: u64) -> Vec<u8> {
+        let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        (0..n)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state.to_le_bytes()[7]
+            })
+            .collect()
+    }
+}

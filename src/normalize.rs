@@ -595,6 +595,7 @@ mod tests {
 #[cfg(test)]
 mod layout_tests {
     use super::*;
+    use crate::test_util::noise;
 
     /// `out[n, c, py, px]` straight from the definition.
     fn naive<T: Copy>(
@@ -634,15 +635,6 @@ mod layout_tests {
             .collect()
     }
 
-    fn noise(len: usize, seed: &mut u32) -> Vec<u8> {
-        (0..len)
-            .map(|_| {
-                *seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12_345);
-                (*seed >> 16) as u8
-            })
-            .collect()
-    }
-
     #[test]
     fn every_shape_and_path_matches_the_definition() {
         // One table the float32 formula reproduces (the presets' 0.5 / 0.5), so
@@ -650,7 +642,7 @@ mod layout_tests {
         let formula = NormalizeLut::new([0.5; 3], [0.5; 3]);
         let lookup = NormalizeLut::new([0.48, 0.46, 0.41], [0.27, 0.26, 0.28]);
         assert!(formula.has_formula() && !lookup.has_formula());
-        let mut seed = 7u32;
+        let mut seed = 7u64;
         // Widths cross several groups of patches (13 patches of 14 at float32);
         // multiples of 14 end the last patch row at the end of the buffer.
         for (width, height, ps) in [
@@ -666,7 +658,8 @@ mod layout_tests {
             (90, 9, 3),
         ] {
             for channels in 1..=4 {
-                let data = noise(width * height * channels, &mut seed);
+                seed += 1;
+                let data = noise(width * height * channels, seed);
                 let src = PatchSource {
                     data: &data,
                     width,

@@ -789,6 +789,7 @@ pub fn unpremultiply(pixels: &mut [u8], channels: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_util::noise;
 
     #[test]
     fn filter_values() {
@@ -853,18 +854,6 @@ mod tests {
         let src = vec![77u8; 40 * 30 * 3];
         let out = resize_bicubic(&src, 40, 30, 3, 17, 11, PillowCompat::V13);
         assert!(out.iter().all(|&v| v == 77));
-    }
-
-    fn noise(n: usize, seed: u64) -> Vec<u8> {
-        let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        (0..n)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                state.to_le_bytes()[7]
-            })
-            .collect()
     }
 
     #[test]
