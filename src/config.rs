@@ -4,7 +4,7 @@
 //! Kimi-K2.5 / Kimi-K3 checkpoints (reference-spec §1). Construction checks
 //! every numeric invariant and never clamps or replaces a bad value.
 
-use crate::error::KimiError;
+use crate::error::{quoted, KimiError};
 
 /// Largest accepted integer config value (`patch_size`, `merge_kernel_size`,
 /// `patch_limit_on_one_side`, `fixed_output_tokens`): 2^31 - 1.
@@ -12,6 +12,26 @@ pub const MAX_CONFIG_INT: u64 = (1 << 31) - 1;
 /// Largest accepted `in_patch_limit`: 2^53, so that the reference's float
 /// arithmetic on it is exact.
 pub const MAX_IN_PATCH_LIMIT: u64 = 1 << 53;
+
+/// The rule of `patch_size`, `merge_kernel_size`, `patch_limit_on_one_side` and
+/// `transparent_bg_config.chessboard_square_size` (the text of their errors).
+pub const INT_RULE: &str = "an integer in 1..=2**31-1";
+/// The rule of `in_patch_limit`.
+pub const IN_PATCH_LIMIT_RULE: &str = "an integer in 1..=2**53";
+/// The rule of `fixed_output_tokens` (the reference applies `int()` to it).
+pub const FIXED_OUTPUT_TOKENS_RULE: &str = "None or a number in 0..=2**31-1";
+/// The rule of `image_mean`.
+pub const MEAN_RULE: &str = "three finite numbers";
+/// The rule of `image_std`.
+pub const STD_RULE: &str = "three finite non-zero numbers";
+/// The rule of the chessboard colour values.
+pub const BYTE_RULE: &str = "an integer in 0..=255";
+/// The rule of `transparent_bg_config.chessboard_square_on_top_left`.
+pub const BOOL_RULE: &str = "a bool";
+/// The rule of `transparent_bg_fill_stage`.
+pub const FILL_STAGE_RULE: &str = "'before_resize' or 'after_resize'";
+/// The rule of `transparent_bg_config` itself.
+pub const BACKGROUND_RULE: &str = "a dict or None";
 
 /// Background pattern of `transparent_bg_config["pattern"]` (reference
 /// `kimi_k3_vision_processing.fill_transparent_bg_with`).
@@ -31,18 +51,26 @@ impl BackgroundPattern {
     /// Parse the reference's pattern names (`"chessboard"`, `"white"`, `"black"`, `"gray"`).
     ///
     /// # Errors
-    /// `KimiError::Config` for any other name.
+    /// `KimiError::Pattern` (the checkpoint's `Invalid background pattern: ...`)
+    /// for any other name.
     pub fn parse(name: &str) -> Result<Self, KimiError> {
         match name {
             "black" => Ok(Self::Black),
             "white" => Ok(Self::White),
             "gray" => Ok(Self::Gray),
             "chessboard" => Ok(Self::Chessboard),
-            other => Err(KimiError::Config {
-                key: "transparent_bg_config.pattern",
-                rule: "one of 'chessboard', 'white', 'black', 'gray'",
-                value: format!("{other:?}"),
-            }),
+            other => Err(KimiError::Pattern(crate::error::abbreviate(other))),
+        }
+    }
+
+    /// The reference's name of the pattern.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Black => "black",
+            Self::White => "white",
+            Self::Gray => "gray",
+            Self::Chessboard => "chessboard",
         }
     }
 }
@@ -63,6 +91,20 @@ pub struct Background {
 }
 
 impl Background {
+    /// The field defaults of the reference dataclass `TransparentBgConfig`
+    /// (black; chessboard 16 px, white 255, gray 200), which fill the keys a
+    /// `transparent_bg_config` leaves out. Not the published K3 values.
+    #[must_use]
+    pub const fn dataclass_default() -> Self {
+        Self {
+            pattern: BackgroundPattern::Black,
+            square_size: 16,
+            on_top_left: true,
+            white_value: 255,
+            gray_value: 200,
+        }
+    }
+
     /// The published Kimi-K3 background: chessboard, 8 px squares, white 255, gray 180.
     #[must_use]
     pub const fn kimi_k3() -> Self {
@@ -115,11 +157,20 @@ impl FillStage {
         match name {
             "before_resize" => Ok(Self::BeforeResize),
             "after_resize" => Ok(Self::AfterResize),
-            other => Err(KimiError::Config {
-                key: "transparent_bg_fill_stage",
-                rule: "'before_resize' or 'after_resize'",
-                value: format!("{other:?}"),
-            }),
+            other => Err(KimiError::config(
+                "transparent_bg_fill_stage",
+                FILL_STAGE_RULE,
+                &quoted(other),
+            )),
+        }
+    }
+
+    /// The reference's name of the stage.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::BeforeResize => "before_resize",
+            Self::AfterResize => "after_resize",
         }
     }
 }
@@ -137,17 +188,26 @@ impl PillowCompat {
     /// Parse `"12"` / `"13"`.
     ///
     /// # Errors
-    /// `KimiError::Config` for any other string (`"auto"` is resolved by the caller,
-    /// who knows the installed Pillow).
+    /// `KimiError::Option` for any other string (`"auto"` is resolved by the
+    /// caller, who knows the installed Pillow, so it is named in the rule).
     pub fn parse(name: &str) -> Result<Self, KimiError> {
         match name {
             "12" => Ok(Self::V12),
             "13" => Ok(Self::V13),
-            other => Err(KimiError::Config {
-                key: "pillow_compat",
-                rule: "'auto', '12' or '13'",
-                value: format!("{other:?}"),
-            }),
+            other => Err(KimiError::option(
+                "pillow_compat",
+                "'auto', '12' or '13'",
+                &quoted(other),
+            )),
+        }
+    }
+
+    /// `"12"` or `"13"`.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::V12 => "12",
+            Self::V13 => "13",
         }
     }
 }
@@ -168,15 +228,12 @@ pub struct MediaProcConfig {
 
 fn check_int(key: &'static str, value: u64, max: u64) -> Result<u64, KimiError> {
     if value == 0 || value > max {
-        return Err(KimiError::Config {
-            key,
-            rule: if max == MAX_IN_PATCH_LIMIT {
-                "an integer in 1..=2**53"
-            } else {
-                "an integer in 1..=2**31-1"
-            },
-            value: value.to_string(),
-        });
+        let rule = if max == MAX_IN_PATCH_LIMIT {
+            IN_PATCH_LIMIT_RULE
+        } else {
+            INT_RULE
+        };
+        return Err(KimiError::config(key, rule, &value.to_string()));
     }
     Ok(value)
 }
@@ -215,20 +272,20 @@ impl MediaProcConfig {
         )?;
         for m in image_mean {
             if !m.is_finite() {
-                return Err(KimiError::Config {
-                    key: "image_mean",
-                    rule: "three finite numbers",
-                    value: format!("{image_mean:?}"),
-                });
+                return Err(KimiError::config(
+                    "image_mean",
+                    MEAN_RULE,
+                    &format!("{image_mean:?}"),
+                ));
             }
         }
         for s in image_std {
             if !s.is_finite() || s == 0.0 {
-                return Err(KimiError::Config {
-                    key: "image_std",
-                    rule: "three finite non-zero numbers",
-                    value: format!("{image_std:?}"),
-                });
+                return Err(KimiError::config(
+                    "image_std",
+                    STD_RULE,
+                    &format!("{image_std:?}"),
+                ));
             }
         }
         Ok(Self {
@@ -250,11 +307,11 @@ impl MediaProcConfig {
     /// `KimiError::Config` when the value is above [`MAX_CONFIG_INT`].
     pub fn with_fixed_output_tokens(mut self, tokens: Option<u64>) -> Result<Self, KimiError> {
         if let Some(t) = tokens.filter(|&t| t > MAX_CONFIG_INT) {
-            return Err(KimiError::Config {
-                key: "fixed_output_tokens",
-                rule: "an integer in 0..=2**31-1",
-                value: t.to_string(),
-            });
+            return Err(KimiError::config(
+                "fixed_output_tokens",
+                FIXED_OUTPUT_TOKENS_RULE,
+                &t.to_string(),
+            ));
         }
         self.fixed_output_tokens = tokens;
         Ok(self)
@@ -263,20 +320,18 @@ impl MediaProcConfig {
     /// Set `transparent_bg_config` (`None` = alpha dropped) and `transparent_bg_fill_stage`.
     ///
     /// # Errors
-    /// `KimiError::Config` when `square_size` is 0.
+    /// `KimiError::Config` when `square_size` is 0 or above [`MAX_CONFIG_INT`].
     pub fn with_background(
         mut self,
         background: Option<Background>,
         fill_stage: FillStage,
     ) -> Result<Self, KimiError> {
         if let Some(bg) = background {
-            if bg.square_size == 0 {
-                return Err(KimiError::Config {
-                    key: "transparent_bg_config.chessboard_square_size",
-                    rule: "a positive integer",
-                    value: "0".to_owned(),
-                });
-            }
+            check_int(
+                "transparent_bg_config.chessboard_square_size",
+                u64::from(bg.square_size),
+                MAX_CONFIG_INT,
+            )?;
         }
         self.background = background;
         self.fill_stage = fill_stage;

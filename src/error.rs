@@ -1,25 +1,121 @@
-//! The crate's one error type. Every user-visible failure is a variant whose
-//! `Display` text is the exact message a caller sees (in Rust and, through the
-//! `python` feature, in Python).
+//! The crate's one error type, and the one rule for caller values in messages.
+//!
+//! Every user-visible failure is a variant whose `Display` text is the exact
+//! message a caller sees, in Rust and, through the `python` feature, in Python.
+//! Every caller value a message embeds goes through [`abbreviate`] first, so no
+//! message is unbounded or spans lines.
 
 use thiserror::Error;
 
+/// Longest rendering of one caller value inside a message, in characters.
+pub const MAX_VALUE_CHARS: usize = 200;
+
+/// The one abbreviation of a caller value embedded in a message.
+///
+/// Control characters (newlines, tabs, ...) are escaped as Python's `repr`
+/// escapes them, so a message stays on one line. A text longer than
+/// [`MAX_VALUE_CHARS`] keeps its head and says how long it was, and the result
+/// is never longer than [`MAX_VALUE_CHARS`] characters:
+///
+/// ```
+/// use kimi_k3_rs::error::abbreviate;
+/// assert_eq!(abbreviate("a\nb"), "a\\nb");
+/// let long = abbreviate(&"x".repeat(1000));
+/// assert!(long.ends_with("... (1000 characters)"));
+/// assert!(long.chars().count() <= 200);
+/// ```
+#[must_use]
+pub fn abbreviate(text: &str) -> String {
+    // Escape at most what can be shown; count the rest without copying it.
+    let mut escaped = String::new();
+    let mut shown = 0usize;
+    let mut total = 0usize;
+    for c in text.chars() {
+        total += 1;
+        if shown > MAX_VALUE_CHARS {
+            continue;
+        }
+        let before = escaped.len();
+        match c {
+            '\n' => escaped.push_str("\\n"),
+            '\r' => escaped.push_str("\\r"),
+            '\t' => escaped.push_str("\\t"),
+            c if c.is_control() => escaped.push_str(&format!("\\x{:02x}", u32::from(c) & 0xff)),
+            c => escaped.push(c),
+        }
+        shown += escaped[before..].chars().count();
+    }
+    if shown <= MAX_VALUE_CHARS {
+        return escaped;
+    }
+    let tail = format!("... ({total} characters)");
+    let head: String = escaped
+        .chars()
+        .take(MAX_VALUE_CHARS - tail.chars().count())
+        .collect();
+    head + &tail
+}
+
+/// A caller's string as Python's `repr` shows it (`'after'`), abbreviated.
+#[must_use]
+pub fn quoted(text: &str) -> String {
+    abbreviate(&format!(
+        "'{}'",
+        text.replace('\\', "\\\\").replace('\'', "\\'")
+    ))
+}
+
+/// `shape` as Python prints a tuple: `(2352,)`, `(2, 3)`.
+#[must_use]
+pub fn py_tuple(shape: &[usize]) -> String {
+    match shape {
+        [one] => format!("({one},)"),
+        _ => format!(
+            "({})",
+            shape
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
 /// Every failure of the preprocessing core.
 ///
-/// Messages are stable and tested verbatim. `SideLimit` reproduces the
-/// reference's `AssertionError` text from `media_utils.navit_resize_image`.
+/// Messages are stable and tested verbatim. Where the checkpoint or sglang has a
+/// message for the same fault, the variant keeps it word for word:
+/// `SideLimit` (`media_utils.navit_resize_image`), `Pattern`
+/// (`kimi_k3_vision_processing.fill_transparent_bg_with`), `Channels` and
+/// `PixelDtype` (sglang `kimi_k3_image_processing.to_hwc_uint8`).
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[non_exhaustive]
 pub enum KimiError {
-    /// A `media_proc_cfg` value is out of range (zero, negative, too large,
-    /// NaN, infinite, ...). `key` is the config key, `value` the offending value.
-    #[error("media_proc_cfg[{key:?}] must be {rule}, got {value}")]
+    /// A `media_proc_cfg` value is out of range or of the wrong type (zero,
+    /// negative, too large, NaN, infinite, ...). `key` is the config key, `value`
+    /// the offending value, already abbreviated.
+    #[error("media_proc_cfg[\"{key}\"] must be {rule}, got {value}")]
     Config {
         /// The config key, e.g. `"patch_size"`.
         key: &'static str,
-        /// What the value must be, e.g. `"a positive integer"`.
+        /// What the value must be, e.g. `"an integer in 1..=2**31-1"`.
         rule: &'static str,
-        /// The offending value, formatted.
+        /// The offending value, rendered and abbreviated.
+        value: String,
+    },
+    /// `transparent_bg_config["pattern"]` is not a pattern the checkpoint knows
+    /// (its own text, `fill_transparent_bg_with`).
+    #[error("Invalid background pattern: {0}")]
+    Pattern(String),
+    /// An option of a call (`pillow_compat`, `dtype`, `num_threads`,
+    /// `max_image_pixels`, ...) is out of range.
+    #[error("{name} must be {rule}, got {value}")]
+    Option {
+        /// The option, e.g. `"num_threads"`.
+        name: &'static str,
+        /// What the value must be.
+        rule: &'static str,
+        /// The offending value, rendered and abbreviated.
         value: String,
     },
     /// The reference's side-limit assertion (reachable with an odd
@@ -35,22 +131,22 @@ pub enum KimiError {
         /// `patch_limit_on_one_side` of the config.
         patch_limit_on_one_side: u64,
     },
-    /// An image dimension is zero (the reference divides by it).
+    /// An image dimension is zero or negative (the reference divides by it).
     #[error("image width and height must be positive, got {width}x{height}")]
     EmptyImage {
         /// Width in pixels.
-        width: u64,
+        width: i128,
         /// Height in pixels.
-        height: u64,
+        height: i128,
     },
     /// An image side is larger than the sizing accepts (2^53 pixels: above it
     /// `float(width)` is not exact in the reference).
     #[error("image width and height must be at most 2**53 pixels, got {width}x{height}")]
     SideTooLarge {
         /// Width in pixels.
-        width: u64,
+        width: i128,
         /// Height in pixels.
-        height: u64,
+        height: i128,
     },
     /// The pixel buffer does not hold `height * width * channels` bytes.
     #[error("source buffer holds {len} bytes, expected {height}x{width}x{channels} = {expected}")]
@@ -66,20 +162,66 @@ pub enum KimiError {
         /// Bytes expected.
         expected: usize,
     },
-    /// The channel count is not 1 (L), 2 (LA), 3 (RGB) or 4 (RGBA).
+    /// The channel count is not 1 (L), 2 (LA), 3 (RGB) or 4 (RGBA) (sglang's text).
     #[error("Unsupported Kimi-K3 image channel count: {0}")]
     Channels(usize),
+    /// Pixels are not raw `uint8` (sglang's text); the value is the dtype's name.
+    #[error("Kimi-K3 preprocessing expects raw uint8 pixels, got {0}")]
+    PixelDtype(String),
+    /// An array of pixels is not 2-D (`HxW`) or 3-D (`HxWxC`); `shape` is
+    /// rendered as a Python tuple.
+    #[error("expected an HxW or HxWxC uint8 array, got shape {shape}")]
+    ImageShape {
+        /// The shape given, e.g. `(2, 3, 4, 5)`.
+        shape: String,
+    },
+    /// A caller's array that must be C-contiguous is not.
+    #[error("{what} must be C-contiguous")]
+    NotContiguous {
+        /// The array, e.g. `"image 2"`.
+        what: String,
+    },
+    /// An array of sizes is not `[n, 2]` (or `[n, 3]` for video), rendered as a
+    /// Python tuple.
+    #[error("sizes must have shape [n, 2] (width, height), got {shape}")]
+    SizesShape {
+        /// The shape given.
+        shape: String,
+    },
     /// A pre-resized image does not have the size the sizing rule asks for.
     #[error("pre-resized image is {width}x{height}, expected {new_width}x{new_height}")]
     PreResizedSize {
         /// Width given.
-        width: usize,
+        width: u64,
         /// Height given.
-        height: usize,
+        height: u64,
         /// Width the sizing rule gives.
-        new_width: usize,
+        new_width: u64,
         /// Height the sizing rule gives.
-        new_height: usize,
+        new_height: u64,
+    },
+    /// A list that needs one entry per image has another length.
+    #[error("{what} has {len} entries for {images} images")]
+    PerImageLength {
+        /// The list, e.g. `"resized"`.
+        what: &'static str,
+        /// Entries given.
+        len: usize,
+        /// Images in the batch.
+        images: usize,
+    },
+    /// The own-mode resize only down-scales (so every allocation is bounded by
+    /// the input's size).
+    #[error("resize_bicubic only down-scales: {width}x{height} -> {new_width}x{new_height}")]
+    Upscale {
+        /// Width given.
+        width: u64,
+        /// Height given.
+        height: u64,
+        /// Width asked for.
+        new_width: u64,
+        /// Height asked for.
+        new_height: u64,
     },
     /// The output would not fit in memory addressing (a size product overflowed).
     #[error("output of {what} overflows the addressable size")]
@@ -91,17 +233,133 @@ pub enum KimiError {
     #[error("cannot start the kimi_k3_rs thread pool: {0}")]
     Threads(String),
     /// The output buffer cannot be allocated.
-    #[error("cannot allocate pixel_values: {values} values")]
+    #[error("cannot allocate pixel_values of shape {shape}: {reason}")]
     Allocation {
-        /// Values asked for.
-        values: usize,
+        /// The shape asked for, e.g. `[4, 3, 14, 14]`.
+        shape: String,
+        /// Why (the allocator's words).
+        reason: String,
     },
-    /// A caller-provided output slice has the wrong length.
-    #[error("output buffer holds {len} values, expected {expected}")]
-    OutputSize {
-        /// Values given.
-        len: usize,
-        /// Values expected.
-        expected: usize,
+    /// A caller's `out=` array is not 4-D (numpy's shape given as a Python tuple).
+    #[error("out must be a 4-D {dtype} numpy array of shape {expected}, got shape {got}")]
+    OutRank {
+        /// The dtype asked for.
+        dtype: &'static str,
+        /// The shape expected, e.g. `[4, 3, 14, 14]`.
+        expected: String,
+        /// The shape given, e.g. `(2352,)`.
+        got: String,
     },
+    /// A caller's `out=` array has the wrong shape.
+    #[error("out has shape {got}, expected {expected}")]
+    OutShape {
+        /// The shape given, e.g. `[2, 3, 14, 14]`.
+        got: String,
+        /// The shape expected.
+        expected: String,
+    },
+    /// A caller's `out=` array has the wrong element type for the dtype asked for.
+    #[error("out has dtype {got}, expected {expected} for dtype='{dtype}'")]
+    OutDtype {
+        /// numpy's name of the array's dtype (abbreviated).
+        got: String,
+        /// The accepted dtype names, e.g. `"bfloat16 or uint16"`.
+        expected: &'static str,
+        /// The dtype asked for.
+        dtype: &'static str,
+    },
+    /// A caller's `out=` array is not in the native byte order.
+    #[error("out must have the native byte order, got dtype '{0}'")]
+    OutByteOrder(String),
+    /// A caller's `out=` array is not C-contiguous, aligned and writeable.
+    #[error("out must be a C-contiguous, aligned, writeable array")]
+    OutLayout,
+    /// A caller's `out=` array (or an input) is in use by another call.
+    #[error("{what} is in use by another call (a shared or overlapping buffer): {reason}")]
+    Busy {
+        /// The argument, e.g. `"out"` or `"image 1"`.
+        what: String,
+        /// Why, in the borrow checker's words.
+        reason: String,
+    },
+    /// An argument that must be a numpy array is not one.
+    #[error("{what} must be a numpy array, got {got}")]
+    NotAnArray {
+        /// The argument, e.g. `"out"`.
+        what: String,
+        /// What was given: its type name, abbreviated.
+        got: String,
+    },
+    /// An argument that must be an integer is not one.
+    #[error("{name} must be an int{or_none}, got {value}")]
+    NotAnInt {
+        /// The argument, e.g. `"num_threads"`.
+        name: &'static str,
+        /// `" or None"` where None is accepted, else empty.
+        or_none: &'static str,
+        /// The value given, abbreviated.
+        value: String,
+    },
+}
+
+impl KimiError {
+    /// A [`KimiError::Config`] for `key`, abbreviating the rendered `value`.
+    #[must_use]
+    pub fn config(key: &'static str, rule: &'static str, value: &str) -> Self {
+        Self::Config {
+            key,
+            rule,
+            value: abbreviate(value),
+        }
+    }
+
+    /// A [`KimiError::Option`] for `name`, abbreviating the rendered `value`.
+    #[must_use]
+    pub fn option(name: &'static str, rule: &'static str, value: &str) -> Self {
+        Self::Option {
+            name,
+            rule,
+            value: abbreviate(value),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn abbreviate_bounds_and_escapes() {
+        assert_eq!(abbreviate("plain"), "plain");
+        assert_eq!(abbreviate("a\r\n\tb\u{1}"), "a\\r\\n\\tb\\x01");
+        let text = "é".repeat(500);
+        let short = abbreviate(&text);
+        assert_eq!(short.chars().count(), MAX_VALUE_CHARS);
+        assert!(short.starts_with("éé"));
+        assert!(short.ends_with("... (500 characters)"));
+        assert_eq!(abbreviate(&"y".repeat(200)), "y".repeat(200));
+    }
+
+    #[test]
+    fn quoted_is_python_repr_like() {
+        assert_eq!(quoted("after"), "'after'");
+        assert_eq!(quoted("it's"), "'it\\'s'");
+        assert!(quoted(&"z".repeat(300)).chars().count() <= MAX_VALUE_CHARS);
+    }
+
+    #[test]
+    fn messages() {
+        assert_eq!(
+            KimiError::config("patch_size", "an integer in 1..=2**31-1", "0").to_string(),
+            "media_proc_cfg[\"patch_size\"] must be an integer in 1..=2**31-1, got 0"
+        );
+        assert_eq!(
+            KimiError::Pattern("plaid".into()).to_string(),
+            "Invalid background pattern: plaid"
+        );
+        assert_eq!(
+            KimiError::option("num_threads", "an integer in 1..=1024", "0").to_string(),
+            "num_threads must be an integer in 1..=1024, got 0"
+        );
+    }
 }

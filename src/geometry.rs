@@ -121,10 +121,16 @@ pub fn navit_resize_config(
     cfg: &MediaProcConfig,
 ) -> Result<ResizeConfig, KimiError> {
     if width == 0 || height == 0 {
-        return Err(KimiError::EmptyImage { width, height });
+        return Err(KimiError::EmptyImage {
+            width: width.into(),
+            height: height.into(),
+        });
     }
     if width > MAX_SIDE || height > MAX_SIDE {
-        return Err(KimiError::SideTooLarge { width, height });
+        return Err(KimiError::SideTooLarge {
+            width: width.into(),
+            height: height.into(),
+        });
     }
     let ps = cfg.patch_size();
     let m = cfg.merge_kernel_size();
@@ -177,6 +183,64 @@ pub fn navit_resize_config(
         pad_width,
         pad_height,
     })
+}
+
+/// A caller's signed `(width, height)` as the sizing takes it.
+///
+/// # Errors
+/// `KimiError::EmptyImage` for a side below 1, `KimiError::SideTooLarge` for
+/// one above [`MAX_SIDE`].
+pub fn checked_size(width: i128, height: i128) -> Result<(u64, u64), KimiError> {
+    if width < 1 || height < 1 {
+        return Err(KimiError::EmptyImage { width, height });
+    }
+    match (u64::try_from(width), u64::try_from(height)) {
+        (Ok(w), Ok(h)) if w <= MAX_SIDE && h <= MAX_SIDE => Ok((w, h)),
+        _ => Err(KimiError::SideTooLarge { width, height }),
+    }
+}
+
+/// The sizing of many images: [`navit_resize_config`] for every `(width, height)`.
+///
+/// Source: sglang `kimi_k3_image_processing.prepare_kimi_k3_encoder_inputs`, which
+/// sizes every image of a request before any pixel work.
+///
+/// # Errors
+/// The first error of [`navit_resize_config`], for the first image that fails.
+pub fn navit_resize_configs(
+    sizes: &[(u64, u64)],
+    cfg: &MediaProcConfig,
+) -> Result<Vec<ResizeConfig>, KimiError> {
+    sizes
+        .iter()
+        .map(|&(w, h)| navit_resize_config(w, h, cfg))
+        .collect()
+}
+
+/// The `grid_thw` of every sized image (see [`ResizeConfig::grid_thw`]).
+#[must_use]
+pub fn grid_thws(configs: &[ResizeConfig], patch_size: u64) -> Vec<[u64; 3]> {
+    configs.iter().map(|r| r.grid_thw(patch_size)).collect()
+}
+
+/// The LLM token count of every `[width, height]` row, as signed integers (the
+/// int64 arrays schedulers hold): `num_tokens` of [`navit_resize_config`].
+///
+/// # Errors
+/// `KimiError::EmptyImage` for a side that is 0 or negative, and any error of
+/// [`navit_resize_config`]; `KimiError::Overflow` for a count above `i64::MAX`.
+pub fn count_image_tokens(
+    sizes: &[[i64; 2]],
+    cfg: &MediaProcConfig,
+) -> Result<Vec<i64>, KimiError> {
+    sizes
+        .iter()
+        .map(|&[w, h]| {
+            let (width, height) = checked_size(w.into(), h.into())?;
+            let r = navit_resize_config(width, height, cfg)?;
+            i64::try_from(r.num_tokens).map_err(|_| KimiError::Overflow { what: "num_tokens" })
+        })
+        .collect()
 }
 
 #[cfg(test)]

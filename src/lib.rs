@@ -6,6 +6,7 @@ pub mod config;
 pub mod error;
 pub mod geometry;
 pub mod normalize;
+pub mod options;
 mod par;
 pub mod pipeline;
 pub mod resize;
@@ -15,9 +16,13 @@ mod python;
 
 pub use config::{Background, BackgroundPattern, FillStage, MediaProcConfig, PillowCompat};
 pub use error::KimiError;
-pub use geometry::{navit_resize_config, ResizeConfig};
+pub use geometry::{
+    count_image_tokens, grid_thws, navit_resize_config, navit_resize_configs, ResizeConfig,
+};
+pub use options::{Options, OutputDtype};
 pub use pipeline::{
-    plan_batch, preprocess_batch, preprocess_image, run_batch, BatchOutput, BatchPlan, ImageView,
+    plan_batch, preprocess_batch, preprocess_image, preprocess_into, run_batch, BatchOutput,
+    BatchPlan, ImageView, OutBuffer, Output, PixelValues, Preprocessed,
 };
 
 #[cfg(test)]

@@ -13,6 +13,8 @@ use crate::error::KimiError;
 use crate::geometry::{navit_resize_config, ResizeConfig};
 use rayon::iter::{IntoParallelIterator, ParallelIterator};
 
+use crate::options::{Options, OutputDtype};
+
 use crate::normalize::{
     pad_normalize_patchify, NormalizeLut, OutputValue, PatchSource, ValueTable,
 };
@@ -33,6 +35,24 @@ pub struct ImageView<'a> {
 }
 
 impl<'a> ImageView<'a> {
+    /// Width in pixels.
+    #[must_use]
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    /// Height in pixels.
+    #[must_use]
+    pub fn height(&self) -> usize {
+        self.height
+    }
+
+    /// Bytes per pixel (1 to 4).
+    #[must_use]
+    pub fn channels(&self) -> usize {
+        self.channels
+    }
+
     /// Wrap a pixel buffer.
     ///
     /// # Arguments
@@ -54,8 +74,8 @@ impl<'a> ImageView<'a> {
         }
         if width == 0 || height == 0 {
             return Err(KimiError::EmptyImage {
-                width: width as u64,
-                height: height as u64,
+                width: width as i128,
+                height: height as i128,
             });
         }
         let expected = width
@@ -113,10 +133,10 @@ pub fn plan(image: &ImageView<'_>, cfg: &MediaProcConfig) -> Result<ResizeConfig
         && (image.width as u64, image.height as u64) != (r.new_width, r.new_height)
     {
         return Err(KimiError::PreResizedSize {
-            width: image.width,
-            height: image.height,
-            new_width: usize::try_from(r.new_width).unwrap_or(usize::MAX),
-            new_height: usize::try_from(r.new_height).unwrap_or(usize::MAX),
+            width: image.width as u64,
+            height: image.height as u64,
+            new_width: r.new_width,
+            new_height: r.new_height,
         });
     }
     Ok(r)
@@ -294,7 +314,7 @@ pub fn plan_batch(images: &[ImageView<'_>], cfg: &MediaProcConfig) -> Result<Bat
 /// * `out` - the destination, `plan.total_values()` long.
 ///
 /// # Errors
-/// `KimiError::OutputSize` when `out` has the wrong length; `KimiError::Threads`
+/// `KimiError::OutShape` when `out` has the wrong length; `KimiError::Threads`
 /// when a thread pool cannot be started.
 #[allow(clippy::too_many_arguments)]
 pub fn run_batch<T: OutputValue>(
@@ -307,9 +327,9 @@ pub fn run_batch<T: OutputValue>(
     out: &mut [T],
 ) -> Result<(), KimiError> {
     if out.len() != plan.total_values() {
-        return Err(KimiError::OutputSize {
-            len: out.len(),
-            expected: plan.total_values(),
+        return Err(KimiError::OutShape {
+            got: format!("[{}]", out.len()),
+            expected: format!("[{}]", plan.total_values()),
         });
     }
     let run = Run {
@@ -369,26 +389,21 @@ pub struct BatchOutput {
 /// * `compat` - the Pillow resize pass order to reproduce.
 ///
 /// # Errors
-/// Any error of [`plan_batch`] (raised before pixel work); `KimiError::Allocation`
-/// when the output cannot be allocated.
+/// As [`preprocess_into`].
 pub fn preprocess_batch(
     images: &[ImageView<'_>],
     cfg: &MediaProcConfig,
     compat: PillowCompat,
 ) -> Result<BatchOutput, KimiError> {
-    let plan = plan_batch(images, cfg)?;
-    let values = plan.total_values();
-    let mut pixel_values = Vec::new();
-    pixel_values
-        .try_reserve_exact(values)
-        .map_err(|_| KimiError::Allocation { values })?;
-    pixel_values.resize(values, 0f32);
-    let table = ValueTable::float32(&NormalizeLut::new(cfg.image_mean(), cfg.image_std()));
-    run_batch(images, &plan, cfg, &table, compat, 1, &mut pixel_values)?;
+    let options = Options::new(compat, OutputDtype::Float32, 1)?;
+    let out = preprocess_into(images, cfg, &options, Output::New)?;
+    let Some(PixelValues::Float32(pixel_values)) = out.pixel_values else {
+        unreachable!("a new float32 output was asked for");
+    };
     Ok(BatchOutput {
         pixel_values,
-        grid_thws: plan.grid_thws(),
-        resize_configs: plan.resize_configs,
+        grid_thws: out.grid_thws,
+        resize_configs: out.resize_configs,
     })
 }
 
@@ -403,6 +418,254 @@ pub fn preprocess_image(
 ) -> Result<(Vec<f32>, [u64; 3]), KimiError> {
     let out = preprocess_batch(std::slice::from_ref(image), cfg, compat)?;
     Ok((out.pixel_values, out.grid_thws[0]))
+}
+
+/// A caller's buffer for `pixel_values`, with the shape and numpy dtype name it
+/// has (so that a wrong one is named in the error).
+#[derive(Debug)]
+pub struct OutBuffer<'a, T> {
+    /// The values, `shape` row-major.
+    pub values: &'a mut [T],
+    /// Its shape; must be `[n_patches, 3, patch_size, patch_size]`.
+    pub shape: &'a [usize],
+    /// numpy's name of its element type (`"float32"`, `"float16"`, `"bfloat16"`
+    /// or `"uint16"`); Rust callers give the name of their dtype.
+    pub dtype_name: &'a str,
+}
+
+/// Where [`preprocess_into`] writes `pixel_values`.
+#[derive(Debug)]
+pub enum Output<'a> {
+    /// A new buffer, returned in [`Preprocessed::pixel_values`].
+    New,
+    /// A caller's float32 buffer (dtype float32).
+    Float32(OutBuffer<'a, f32>),
+    /// A caller's buffer of 16-bit patterns (dtype bfloat16 or float16).
+    Bits16(OutBuffer<'a, u16>),
+}
+
+/// A new `pixel_values` buffer, flattened `[n_patches, 3, ps, ps]`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PixelValues {
+    /// float32 values.
+    Float32(Vec<f32>),
+    /// bfloat16 or float16 bit patterns (as [`Options::dtype`] asked).
+    Bits16(Vec<u16>),
+}
+
+/// What [`preprocess_into`] returns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Preprocessed {
+    /// The new buffer for [`Output::New`]; `None` when the caller's buffer was written.
+    pub pixel_values: Option<PixelValues>,
+    /// `[n_patches, 3, ps, ps]`: the shape of `pixel_values`.
+    pub shape: [usize; 4],
+    /// One `(t, gh, gw)` per image (`t` is always 1).
+    pub grid_thws: Vec<[u64; 3]>,
+    /// The sizing of every image, in order.
+    pub resize_configs: Vec<ResizeConfig>,
+}
+
+/// Pillow BICUBIC resize of one image in its own bands (channels independent,
+/// no premultiplication), for the modes the caller resizes before the
+/// pipeline. Only down-scales, so the output is never larger than the input.
+///
+/// Source: Pillow `libImaging/Resample.c`, `ImagingResample` (8-bit bands).
+///
+/// # Errors
+/// `KimiError::EmptyImage` for a zero new side, `KimiError::Upscale` for a new
+/// side larger than the image's.
+pub fn resize_view(
+    image: &ImageView<'_>,
+    new_width: usize,
+    new_height: usize,
+    compat: PillowCompat,
+) -> Result<Vec<u8>, KimiError> {
+    let (w, h) = (image.width, image.height);
+    if new_width == 0 || new_height == 0 {
+        return Err(KimiError::EmptyImage {
+            width: new_width as i128,
+            height: new_height as i128,
+        });
+    }
+    if new_width > w || new_height > h {
+        return Err(KimiError::Upscale {
+            width: w as u64,
+            height: h as u64,
+            new_width: new_width as u64,
+            new_height: new_height as u64,
+        });
+    }
+    Ok(crate::resize::resize_bicubic(
+        image.data,
+        w,
+        h,
+        image.channels,
+        new_width,
+        new_height,
+        compat,
+    ))
+}
+
+/// Check that numpy's name of a caller buffer's element type fits `dtype`:
+/// float32; float16; bfloat16 (ml_dtypes) or its uint16 bits.
+///
+/// # Errors
+/// `KimiError::OutDtype` naming both.
+pub fn check_out_dtype(dtype: OutputDtype, dtype_name: &str) -> Result<(), KimiError> {
+    let (accepted, expected): (&[&str], _) = match dtype {
+        OutputDtype::Float32 => (&["float32"], "float32"),
+        OutputDtype::Float16 => (&["float16"], "float16"),
+        OutputDtype::Bfloat16 => (&["bfloat16", "uint16"], "bfloat16 or uint16"),
+    };
+    if accepted.contains(&dtype_name) {
+        return Ok(());
+    }
+    Err(KimiError::OutDtype {
+        got: crate::error::abbreviate(dtype_name),
+        expected,
+        dtype: dtype.name(),
+    })
+}
+
+/// Check a caller's buffer against the plan and the dtype asked for; a buffer
+/// of `u16` bits (`bits16`) takes bfloat16 or float16, an `f32` one float32.
+fn check_out<T>(
+    out: &OutBuffer<'_, T>,
+    dtype: OutputDtype,
+    bits16: bool,
+    expected: [usize; 4],
+) -> Result<(), KimiError> {
+    check_out_dtype(dtype, out.dtype_name)?;
+    if bits16 == (dtype == OutputDtype::Float32) {
+        return Err(KimiError::OutDtype {
+            got: crate::error::abbreviate(out.dtype_name),
+            expected: if bits16 {
+                "float32"
+            } else {
+                "bfloat16, uint16 or float16"
+            },
+            dtype: dtype.name(),
+        });
+    }
+    if out.shape.len() != 4 {
+        return Err(KimiError::OutRank {
+            dtype: dtype.name(),
+            expected: format!("{expected:?}"),
+            got: crate::error::py_tuple(out.shape),
+        });
+    }
+    if out.shape != expected || out.values.len() != expected.iter().product::<usize>() {
+        return Err(KimiError::OutShape {
+            got: format!("{:?}", out.shape),
+            expected: format!("{expected:?}"),
+        });
+    }
+    Ok(())
+}
+
+/// A zero-filled buffer of `n` values, or `KimiError::Allocation`. Fresh pages
+/// come zeroed from the allocator, so no pass over them is spent here.
+fn zeroed<T: OutputValue>(n: usize, shape: [usize; 4]) -> Result<Vec<T>, KimiError> {
+    let fail = |reason: &str| KimiError::Allocation {
+        shape: format!("{shape:?}"),
+        reason: reason.to_owned(),
+    };
+    let layout = std::alloc::Layout::array::<T>(n).map_err(|_| fail("too large"))?;
+    if layout.size() == 0 {
+        return Ok(Vec::new());
+    }
+    // SAFETY: the layout has a non-zero size; all-zero bits are a valid value of
+    // every `OutputValue` (f32 0.0, u16 0), a sealed trait of those two types.
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<T>();
+    if ptr.is_null() {
+        return Err(fail("out of memory"));
+    }
+    // SAFETY: `ptr` was allocated by the global allocator with the layout of
+    // `[T; n]`, and all `n` values are initialised (zero).
+    Ok(unsafe { Vec::from_raw_parts(ptr, n, n) })
+}
+
+/// The whole job for a batch: size every image, then resize, composite, pad,
+/// normalise and patchify it into `out`, on as many threads as `options` asks.
+///
+/// Source: `KimiK3VisionProcessor.preprocess` / `KimiK25VisionProcessor.preprocess`
+/// (checkpoint remote code) — `pixel_values = cat(per-image patches)`,
+/// `grid_thws = stack(per-image grids)`.
+///
+/// # Arguments
+/// * `images` - the batch; see [`ImageView`].
+/// * `config` - the validated `media_proc_cfg`.
+/// * `options` - pass order, output dtype, threads.
+/// * `out` - [`Output::New`], or a caller's buffer of the dtype's element type
+///   (f32 for float32, u16 bits for bfloat16 / float16).
+///
+/// # Errors
+/// Raised before any pixel is written: any error of [`plan_batch`];
+/// `KimiError::OutDtype`, `OutRank` or `OutShape` for a wrong caller buffer;
+/// `KimiError::Allocation` when a new buffer cannot be allocated. Then
+/// `KimiError::Threads` when the thread pool cannot be started.
+pub fn preprocess_into(
+    images: &[ImageView<'_>],
+    config: &MediaProcConfig,
+    options: &Options,
+    out: Output<'_>,
+) -> Result<Preprocessed, KimiError> {
+    let plan = plan_batch(images, config)?;
+    let ps = plan.patch_size;
+    let shape = [plan.total_patches(), 3, ps, ps];
+    let lut = NormalizeLut::new(config.image_mean(), config.image_std());
+    let (compat, threads) = (options.compat(), options.threads());
+    let bits16 = || match options.dtype() {
+        OutputDtype::Float16 => ValueTable::float16(&lut),
+        _ => ValueTable::bfloat16(&lut),
+    };
+    let pixel_values = match (out, options.dtype()) {
+        (Output::New, OutputDtype::Float32) => {
+            let mut values = zeroed(plan.total_values(), shape)?;
+            let table = ValueTable::float32(&lut);
+            run_batch(images, &plan, config, &table, compat, threads, &mut values)?;
+            Some(PixelValues::Float32(values))
+        }
+        (Output::New, _) => {
+            let mut values = zeroed(plan.total_values(), shape)?;
+            run_batch(
+                images,
+                &plan,
+                config,
+                &bits16(),
+                compat,
+                threads,
+                &mut values,
+            )?;
+            Some(PixelValues::Bits16(values))
+        }
+        (Output::Float32(buf), dtype) => {
+            check_out(&buf, dtype, false, shape)?;
+            let table = ValueTable::float32(&lut);
+            run_batch(images, &plan, config, &table, compat, threads, buf.values)?;
+            None
+        }
+        (Output::Bits16(buf), dtype) => {
+            check_out(&buf, dtype, true, shape)?;
+            run_batch(
+                images,
+                &plan,
+                config,
+                &bits16(),
+                compat,
+                threads,
+                buf.values,
+            )?;
+            None
+        }
+    };
+    Ok(Preprocessed {
+        pixel_values,
+        shape,
+        grid_thws: plan.grid_thws(),
+        resize_configs: plan.resize_configs,
+    })
 }
 
 #[cfg(test)]

@@ -1,125 +1,39 @@
 //! Python bindings (`kimi_k3_rs._native`): glue only, no arithmetic.
 //!
-//! Every entry point extracts and checks its arguments while attached, runs the
-//! pure core with the GIL released (`py.detach`), then wraps the results
-//! without copying. The public Python API and its documentation live in
+//! Every function extracts and borrows its arguments while attached
+//! (`borrow`, `config`), runs the pure core with the GIL released
+//! (`py.detach`), then wraps the results without copying. Errors come from the
+//! core's [`KimiError`](crate::KimiError), mapped onto the Python hierarchy in
+//! `errors`. The public Python API and its documentation live in
 //! `python/kimi_k3_rs/`.
+
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
+mod borrow;
+mod config;
+mod errors;
 
 use numpy::ndarray::Array2;
 use numpy::{
-    Element, IntoPyArray, PyArray1, PyArray4, PyArrayMethods, PyReadonlyArray2, PyReadonlyArrayDyn,
-    PyUntypedArrayMethods,
+    IntoPyArray, PyArray1, PyArray2, PyArrayMethods, PyReadonlyArrayDyn, PyUntypedArrayMethods,
 };
-use pyo3::create_exception;
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-use crate::config::{
-    Background, BackgroundPattern, FillStage, MediaProcConfig as CoreConfig, PillowCompat,
-};
+use borrow::{borrow_images, borrow_out, image_views, OutArray};
+use config::PyMediaProcConfig;
+use errors::{at_image, to_py_err};
+
+use crate::config::PillowCompat;
 use crate::error::KimiError;
-use crate::geometry::navit_resize_config as core_navit_resize_config;
-use crate::normalize::{NormalizeLut, OutputValue, ValueTable};
-use crate::pipeline::{plan_batch, run_batch, BatchPlan, ImageView};
-
-create_exception!(
-    kimi_k3_rs,
-    KimiK3Error,
-    PyValueError,
-    "Base class of kimi_k3_rs errors (a ValueError)."
-);
-create_exception!(
-    kimi_k3_rs,
-    ConfigError,
-    KimiK3Error,
-    "A media_proc_cfg value is missing or invalid."
-);
-create_exception!(
-    kimi_k3_rs,
-    ImageError,
-    KimiK3Error,
-    "An image cannot be preprocessed (shape, size, channels)."
-);
-
-/// The one conversion of core errors into Python exceptions.
-fn to_py_err(err: KimiError) -> PyErr {
-    let msg = err.to_string();
-    match err {
-        KimiError::Config { .. } => ConfigError::new_err(msg),
-        KimiError::SideLimit { .. } => KimiK3Error::new_err(msg),
-        KimiError::EmptyImage { .. }
-        | KimiError::SideTooLarge { .. }
-        | KimiError::BufferSize { .. }
-        | KimiError::Channels(_)
-        | KimiError::PreResizedSize { .. }
-        | KimiError::Overflow { .. }
-        | KimiError::OutputSize { .. }
-        | KimiError::Allocation { .. } => ImageError::new_err(msg),
-        KimiError::Threads(_) => KimiK3Error::new_err(msg),
-    }
-}
-
-/// A validated `media_proc_cfg`, built once per model (immutable).
-#[pyclass(frozen, module = "kimi_k3_rs._native", name = "MediaProcConfig")]
-struct PyMediaProcConfig {
-    inner: CoreConfig,
-}
-
-#[pymethods]
-impl PyMediaProcConfig {
-    #[new]
-    #[pyo3(signature = (patch_size, merge_kernel_size, in_patch_limit, patch_limit_on_one_side, image_mean, image_std, *, fixed_output_tokens=None, transparent_bg_config=None, transparent_bg_fill_stage="before_resize"))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        patch_size: u64,
-        merge_kernel_size: u64,
-        in_patch_limit: u64,
-        patch_limit_on_one_side: u64,
-        image_mean: [f64; 3],
-        image_std: [f64; 3],
-        fixed_output_tokens: Option<u64>,
-        transparent_bg_config: Option<(String, u32, bool, u8, u8)>,
-        transparent_bg_fill_stage: &str,
-    ) -> PyResult<Self> {
-        let background = transparent_bg_config
-            .map(
-                |(pattern, square_size, on_top_left, white_value, gray_value)| {
-                    BackgroundPattern::parse(&pattern).map(|pattern| Background {
-                        pattern,
-                        square_size,
-                        on_top_left,
-                        white_value,
-                        gray_value,
-                    })
-                },
-            )
-            .transpose()
-            .map_err(to_py_err)?;
-        let fill_stage = FillStage::parse(transparent_bg_fill_stage).map_err(to_py_err)?;
-        let inner = CoreConfig::new(
-            patch_size,
-            merge_kernel_size,
-            in_patch_limit,
-            patch_limit_on_one_side,
-            image_mean,
-            image_std,
-        )
-        .and_then(|c| c.with_fixed_output_tokens(fixed_output_tokens))
-        .and_then(|c| c.with_background(background, fill_stage))
-        .map_err(to_py_err)?;
-        Ok(Self { inner })
-    }
-
-    #[getter]
-    fn patch_size(&self) -> u64 {
-        self.inner.patch_size()
-    }
-}
+use crate::geometry::{self, ResizeConfig};
+use crate::options::{threads_error, Options, OutputDtype};
+use crate::pipeline::{preprocess_into, OutBuffer, Output, PixelValues};
+use crate::ImageView;
 
 /// `(num_tokens, new_width, new_height, pad_width, pad_height)`.
 type ResizeTuple = (u64, u64, u64, u64, u64);
 
-fn resize_tuple(r: &crate::ResizeConfig) -> ResizeTuple {
+fn resize_tuple(r: &ResizeConfig) -> ResizeTuple {
     (
         r.num_tokens,
         r.new_width,
@@ -129,31 +43,117 @@ fn resize_tuple(r: &crate::ResizeConfig) -> ResizeTuple {
     )
 }
 
-/// Sizing of one image: `(num_tokens, new_width, new_height, pad_width, pad_height)`.
+/// An int64 `[n, 3]` array of grids.
+fn grid_array<'py>(py: Python<'py>, grids: &[[u64; 3]]) -> PyResult<Bound<'py, PyArray2<i64>>> {
+    let values = grids
+        .iter()
+        .flatten()
+        .map(|&v| i64::try_from(v).map_err(|_| KimiError::Overflow { what: "grid_thws" }))
+        .collect::<Result<Vec<i64>, _>>()
+        .map_err(to_py_err)?;
+    let array = Array2::from_shape_vec((grids.len(), 3), values)
+        .map_err(|_| to_py_err(KimiError::Overflow { what: "grid_thws" }))?;
+    Ok(array.into_pyarray(py))
+}
+
+/// A Python integer argument as `i128` (`TypeError` for anything else, bools included).
+fn int_arg(name: &'static str, value: &Bound<'_, PyAny>) -> PyResult<i128> {
+    let not_int = || {
+        to_py_err(KimiError::NotAnInt {
+            name,
+            or_none: if name == "num_threads" {
+                " or None"
+            } else {
+                ""
+            },
+            value: errors::abbreviate_value(value),
+        })
+    };
+    if value.is_instance_of::<pyo3::types::PyBool>() {
+        return Err(not_int());
+    }
+    let index = value.call_method0("__index__").map_err(|_| not_int())?;
+    // An int beyond i128 is out of every range here: report it as such.
+    Ok(index.extract::<i128>().unwrap_or(i128::MAX))
+}
+
+/// The options of a call: Pillow pass order, output dtype, threads; validated once.
+#[pyclass(frozen, module = "kimi_k3_rs._native", name = "Options")]
+struct PyOptions {
+    inner: Options,
+}
+
+#[pymethods]
+impl PyOptions {
+    #[new]
+    #[pyo3(signature = (pillow_compat, dtype, num_threads))]
+    fn new(pillow_compat: &str, dtype: &str, num_threads: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let compat = PillowCompat::parse(pillow_compat).map_err(to_py_err)?;
+        let dtype = OutputDtype::parse(dtype).map_err(to_py_err)?;
+        let threads = int_arg("num_threads", num_threads)?;
+        let threads =
+            usize::try_from(threads).map_err(|_| to_py_err(threads_error(&threads.to_string())))?;
+        let inner = Options::new(compat, dtype, threads).map_err(to_py_err)?;
+        Ok(Self { inner })
+    }
+
+    /// `"12"` or `"13"`.
+    #[getter]
+    fn pillow_compat(&self) -> &'static str {
+        self.inner.compat().name()
+    }
+
+    /// `"float32"`, `"bfloat16"` or `"float16"`.
+    #[getter]
+    fn dtype(&self) -> &'static str {
+        self.inner.dtype().name()
+    }
+
+    /// Threads of a call.
+    #[getter]
+    fn num_threads(&self) -> usize {
+        self.inner.threads()
+    }
+}
+
+/// The sizing of one image (`media_utils.navit_resize_image`):
+/// `(num_tokens, new_width, new_height, pad_width, pad_height)`.
 #[pyfunction]
 #[pyo3(signature = (width, height, config, /))]
 fn navit_resize_config(
-    width: u64,
-    height: u64,
+    width: &Bound<'_, PyAny>,
+    height: &Bound<'_, PyAny>,
     config: &PyMediaProcConfig,
 ) -> PyResult<ResizeTuple> {
-    core_navit_resize_config(width, height, &config.inner)
+    let size = geometry::checked_size(int_arg("width", width)?, int_arg("height", height)?)
+        .map_err(to_py_err)?;
+    geometry::navit_resize_config(size.0, size.1, &config.inner)
         .map(|r| resize_tuple(&r))
         .map_err(to_py_err)
 }
 
-/// Sizing of many images: list of `(num_tokens, new_width, new_height, pad_width, pad_height)`.
+/// The sizing of many images, each named by its index on error:
+/// `([(num_tokens, new_width, new_height, pad_width, pad_height), ...], grid_thws)`
+/// with `grid_thws` int64 `[n, 3]`.
 #[pyfunction]
 #[pyo3(signature = (sizes, config, /))]
-fn navit_resize_configs(
+fn navit_resize_configs<'py>(
+    py: Python<'py>,
     sizes: Vec<(u64, u64)>,
     config: &PyMediaProcConfig,
-) -> PyResult<Vec<ResizeTuple>> {
-    sizes
+) -> PyResult<(Vec<ResizeTuple>, Bound<'py, PyArray2<i64>>)> {
+    let configs = sizes
         .iter()
-        .map(|&(w, h)| core_navit_resize_config(w, h, &config.inner).map(|r| resize_tuple(&r)))
-        .collect::<Result<_, _>>()
-        .map_err(to_py_err)
+        .enumerate()
+        .map(|(k, &(w, h))| {
+            geometry::navit_resize_config(w, h, &config.inner).map_err(|e| at_image(k, e))
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    let grids = geometry::grid_thws(&configs, config.inner.patch_size());
+    Ok((
+        configs.iter().map(resize_tuple).collect(),
+        grid_array(py, &grids)?,
+    ))
 }
 
 /// Token count of every `(width, height)` row of an int64 `[n, 2]` array.
@@ -161,276 +161,147 @@ fn navit_resize_configs(
 #[pyo3(signature = (sizes, config, /))]
 fn count_image_tokens<'py>(
     py: Python<'py>,
-    sizes: PyReadonlyArray2<'py, i64>,
+    sizes: PyReadonlyArrayDyn<'py, i64>,
     config: &PyMediaProcConfig,
 ) -> PyResult<Bound<'py, PyArray1<i64>>> {
-    if sizes.shape()[1] != 2 {
-        return Err(ImageError::new_err(format!(
-            "sizes must have shape [n, 2] (width, height), got {:?}",
-            sizes.shape()
-        )));
+    if !matches!(sizes.shape(), [_, 2]) {
+        let shape = crate::error::py_tuple(sizes.shape());
+        return Err(to_py_err(KimiError::SizesShape { shape }));
     }
-    let array = sizes.as_array();
+    let rows: Vec<[i64; 2]> = sizes
+        .as_array()
+        .rows()
+        .into_iter()
+        .map(|row| [row[0], row[1]])
+        .collect();
     let cfg = &config.inner;
-    let counts = py.detach(|| {
-        array
-            .rows()
-            .into_iter()
-            .map(|row| {
-                let (w, h) = (row[0], row[1]);
-                let side = |v: i64| {
-                    u64::try_from(v).map_err(|_| {
-                        ImageError::new_err(format!(
-                            "image sizes must be non-negative, got {w}x{h}"
-                        ))
-                    })
-                };
-                let r = core_navit_resize_config(side(w)?, side(h)?, cfg).map_err(to_py_err)?;
-                i64::try_from(r.num_tokens)
-                    .map_err(|_| to_py_err(KimiError::Overflow { what: "num_tokens" }))
-            })
-            .collect::<PyResult<Vec<i64>>>()
-    })?;
+    let counts = py
+        .detach(|| geometry::count_image_tokens(&rows, cfg))
+        .map_err(to_py_err)?;
     Ok(counts.into_pyarray(py))
 }
 
-type Batch<'py> = (Bound<'py, PyAny>, Bound<'py, PyAny>);
-
-/// Borrow the caller's arrays as core image views (no copy).
-fn image_views<'a>(
-    images: &'a [PyReadonlyArrayDyn<'_, u8>],
-    resized_from: Option<&[Option<(u64, u64)>]>,
-) -> PyResult<Vec<ImageView<'a>>> {
-    if let Some(r) = resized_from {
-        if r.len() != images.len() {
-            return Err(ImageError::new_err(format!(
-                "resized_from has {} entries for {} images",
-                r.len(),
-                images.len()
-            )));
-        }
-    }
-    let mut views = Vec::with_capacity(images.len());
-    for (k, array) in images.iter().enumerate() {
-        let shape = array.shape();
-        let (height, width, channels) = match *shape {
-            [h, w] => (h, w, 1),
-            [h, w, c] => (h, w, c),
-            _ => {
-                return Err(ImageError::new_err(format!(
-                    "image {k}: expected an HxW or HxWxC uint8 array, got shape {shape:?}"
-                )))
-            }
-        };
-        let data = array
-            .as_slice()
-            .map_err(|_| ImageError::new_err(format!("image {k}: array must be C-contiguous")))?;
-        let mut view = ImageView::new(data, width, height, channels).map_err(to_py_err)?;
-        if let Some(Some((w, h))) = resized_from.map(|r| r[k]) {
-            view = view.resized_from(w, h);
-        }
-        views.push(view);
-    }
-    Ok(views)
-}
-
-/// Run a planned batch into a new array, or into the caller's `out` array
-/// (`[N, 3, ps, ps]`, C-contiguous, element type `T`), with the GIL released.
-#[allow(clippy::too_many_arguments)]
-fn run_into<'py, T: Element + OutputValue>(
-    py: Python<'py>,
-    views: &[ImageView<'_>],
-    plan: &BatchPlan,
-    cfg: &CoreConfig,
-    table: &ValueTable<T>,
-    compat: PillowCompat,
-    threads: usize,
-    out: Option<&Bound<'py, PyAny>>,
-) -> PyResult<Bound<'py, PyAny>> {
-    let ps = plan.patch_size;
-    let shape = [plan.total_patches(), 3, ps, ps];
-    // The input buffers are borrowed, not copied: if another thread mutates an
-    // input array during the call, the output for that image is unspecified
-    // (but memory-safe: the borrow keeps the buffer alive and in place).
-    let run =
-        |dst: &mut [T]| py.detach(|| run_batch(views, plan, cfg, table, compat, threads, dst));
-    let array = match out {
-        // `numpy.empty`: not zeroing saves a full pass over the output; `run_batch`
-        // writes every element before Python sees the array (it fails, if at all,
-        // before writing, and then the array is dropped unseen). A size numpy cannot
-        // allocate is an error here, not a panic.
-        None => py
-            .import("numpy")?
-            .getattr("empty")?
-            .call1((shape.to_vec(), numpy::dtype::<T>(py)))
-            .map_err(|e| {
-                ImageError::new_err(format!(
-                    "cannot allocate pixel_values of shape {shape:?}: {}",
-                    e.value(py)
-                ))
-            })?
-            .cast_into::<PyArray4<T>>()?,
-        Some(out) => {
-            let array = out.cast::<PyArray4<T>>().map_err(|_| {
-                // Name what was passed: its shape when it has one (a 1-D array, say).
-                let got = match out.getattr("shape") {
-                    Ok(got) => format!("shape {got}"),
-                    Err(_) => out.get_type().to_string(),
-                };
-                ImageError::new_err(format!(
-                    "out must be a 4-D {} numpy array of shape {shape:?}, got {got}",
-                    numpy::dtype::<T>(py),
-                ))
-            })?;
-            if array.shape() != shape {
-                return Err(ImageError::new_err(format!(
-                    "out has shape {:?}, expected {shape:?}",
-                    array.shape()
-                )));
-            }
-            array.clone()
-        }
-    };
-    {
-        let mut guard = array
-            .try_readwrite()
-            .map_err(|e| ImageError::new_err(format!("out cannot be written: {e}")))?;
-        let dst = guard
-            .as_slice_mut()
-            .map_err(|_| ImageError::new_err("out must be C-contiguous"))?;
-        run(dst).map_err(to_py_err)?;
-    }
-    Ok(array.into_any())
-}
-
-/// Preprocess uint8 HWC arrays; returns `(pixel_values, grid_thws)`.
+/// Preprocess uint8 `HxW` / `HxWxC` arrays: `(pixel_values, grid_thws)`.
+///
+/// `resized_from[k]`, when not None, is the original `(width, height)` of image
+/// `k`, which the caller already resized to that size's sizing (own-mode resize).
 #[pyfunction]
-#[pyo3(signature = (images, config, *, pillow_compat, resized_from=None, out=None, dtype="float32", num_threads=1))]
-#[allow(clippy::too_many_arguments, clippy::needless_pass_by_value)]
+#[pyo3(signature = (images, config, options, *, resized_from=None, out=None))]
 fn preprocess<'py>(
     py: Python<'py>,
-    images: Vec<PyReadonlyArrayDyn<'py, u8>>,
+    images: Vec<Bound<'py, PyAny>>,
     config: &PyMediaProcConfig,
-    pillow_compat: &str,
+    options: &PyOptions,
     resized_from: Option<Vec<Option<(u64, u64)>>>,
     out: Option<Bound<'py, PyAny>>,
-    dtype: &str,
-    num_threads: usize,
-) -> PyResult<Batch<'py>> {
-    let compat = PillowCompat::parse(pillow_compat).map_err(to_py_err)?;
-    if num_threads == 0 {
-        return Err(KimiK3Error::new_err(
-            "num_threads must be at least 1, got 0",
-        ));
+) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray2<i64>>)> {
+    let arrays = borrow_images(&images)?;
+    let mut views = image_views(&arrays)?;
+    if let Some(resized_from) = resized_from {
+        if resized_from.len() != views.len() {
+            return Err(to_py_err(KimiError::PerImageLength {
+                what: "resized_from",
+                len: resized_from.len(),
+                images: views.len(),
+            }));
+        }
+        for (view, original) in views.iter_mut().zip(resized_from) {
+            if let Some((w, h)) = original {
+                *view = view.resized_from(w, h);
+            }
+        }
     }
-    let views = image_views(&images, resized_from.as_deref())?;
-    let cfg = &config.inner;
-    let plan = plan_batch(&views, cfg).map_err(to_py_err)?;
-    let lut = NormalizeLut::new(cfg.image_mean(), cfg.image_std());
-    let out = out.as_ref();
-    let pixel_values = match dtype {
-        "float32" => {
-            let table = ValueTable::float32(&lut);
-            run_into(py, &views, &plan, cfg, &table, compat, num_threads, out)?
-        }
-        "bfloat16" | "float16" => {
-            let table = if dtype == "bfloat16" {
-                ValueTable::bfloat16(&lut)
-            } else {
-                ValueTable::float16(&lut)
+    let (cfg, opts) = (&config.inner, &options.inner);
+    let run = |output: Output<'_>| py.detach(|| preprocess_into(&views, cfg, opts, output));
+    let (done, pixel_values) = match out {
+        None => {
+            let done = run(Output::New).map_err(to_py_err)?;
+            let values = match done.pixel_values.clone() {
+                Some(PixelValues::Float32(v)) => v.into_pyarray(py).reshape(done.shape)?.into_any(),
+                Some(PixelValues::Bits16(v)) => v.into_pyarray(py).reshape(done.shape)?.into_any(),
+                None => unreachable!("a new output was asked for"),
             };
-            run_into::<u16>(py, &views, &plan, cfg, &table, compat, num_threads, out)?
+            (done, values)
         }
-        other => {
-            return Err(KimiK3Error::new_err(format!(
-                "dtype must be 'float32', 'bfloat16' or 'float16', got {other:?}"
-            )))
+        Some(out) => {
+            let done = match borrow_out(&out, opts.dtype())? {
+                OutArray::Float32(mut array, name) => {
+                    let shape = array.shape().to_vec();
+                    let values = array
+                        .as_slice_mut()
+                        .map_err(|_| to_py_err(KimiError::OutLayout))?;
+                    run(Output::Float32(OutBuffer {
+                        values,
+                        shape: &shape,
+                        dtype_name: &name,
+                    }))
+                }
+                OutArray::Bits16(mut array, name) => {
+                    let shape = array.shape().to_vec();
+                    let values = array
+                        .as_slice_mut()
+                        .map_err(|_| to_py_err(KimiError::OutLayout))?;
+                    run(Output::Bits16(OutBuffer {
+                        values,
+                        shape: &shape,
+                        dtype_name: &name,
+                    }))
+                }
+            }
+            .map_err(to_py_err)?;
+            (done, out)
         }
     };
-    let grid = plan
-        .grid_thws()
-        .iter()
-        .flatten()
-        .map(|&v| {
-            i64::try_from(v).map_err(|_| to_py_err(KimiError::Overflow { what: "grid_thws" }))
-        })
-        .collect::<PyResult<Vec<i64>>>()?;
-    let grid = Array2::from_shape_vec((plan.resize_configs.len(), 3), grid)
-        .map_err(|e| ImageError::new_err(e.to_string()))?
-        .into_pyarray(py);
-    Ok((pixel_values, grid.into_any()))
+    Ok((pixel_values, grid_array(py, &done.grid_thws)?))
 }
 
 /// Pillow BICUBIC resize of one uint8 `HxW` / `HxWxC` array (C = 1..4, channels
-/// independent, no premultiplication); returns a new array of the new size.
+/// independent, no premultiplication); a new array of the new size. Only
+/// down-scales.
 #[pyfunction]
-#[pyo3(signature = (image, new_width, new_height, *, pillow_compat))]
+#[pyo3(signature = (image, new_width, new_height, options))]
 fn resize_bicubic<'py>(
     py: Python<'py>,
-    image: PyReadonlyArrayDyn<'py, u8>,
+    image: Bound<'py, PyAny>,
     new_width: usize,
     new_height: usize,
-    pillow_compat: &str,
+    options: &PyOptions,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let compat = PillowCompat::parse(pillow_compat).map_err(to_py_err)?;
-    let shape = image.shape().to_vec();
-    let (height, width, channels) = match *shape.as_slice() {
-        [h, w] => (h, w, 1),
-        [h, w, c] => (h, w, c),
-        _ => {
-            return Err(ImageError::new_err(format!(
-                "expected an HxW or HxWxC uint8 array, got shape {shape:?}"
-            )))
-        }
-    };
-    let data = image
-        .as_slice()
-        .map_err(|_| ImageError::new_err("array must be C-contiguous"))?;
-    ImageView::new(data, width, height, channels).map_err(to_py_err)?;
-    if new_width == 0 || new_height == 0 {
-        return Err(to_py_err(KimiError::EmptyImage {
-            width: new_width as u64,
-            height: new_height as u64,
-        }));
+    let arrays = borrow_images(std::slice::from_ref(&image))?;
+    let view: ImageView<'_> = image_views(&arrays)?[0];
+    let compat = options.inner.compat();
+    let resized = py
+        .detach(|| crate::pipeline::resize_view(&view, new_width, new_height, compat))
+        .map_err(to_py_err)?;
+    let mut shape = vec![new_height, new_width];
+    if arrays[0].ndim() == 3 {
+        shape.push(view.channels());
     }
-    // The pipeline only down-scales; refusing larger sizes keeps every allocation
-    // bounded by the input's own size.
-    if new_width > width || new_height > height {
-        return Err(ImageError::new_err(format!(
-            "resize_bicubic only down-scales: {width}x{height} -> {new_width}x{new_height}"
-        )));
-    }
-    let out = py.detach(|| {
-        crate::resize::resize_bicubic(data, width, height, channels, new_width, new_height, compat)
-    });
-    let mut new_shape = vec![new_height, new_width];
-    if shape.len() == 3 {
-        new_shape.push(channels);
-    }
-    Ok(out.into_pyarray(py).reshape(new_shape)?.into_any())
+    Ok(resized.into_pyarray(py).reshape(shape)?.into_any())
 }
 
+/// `kimi_k3_rs._native`: the compiled core.
 #[pymodule(gil_used = false)]
-fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    let py = m.py();
-    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-    m.add("simd_path", crate::resize::SimdPath::detect().name())?;
-    m.add(
-        "build_profile",
-        if cfg!(debug_assertions) {
+mod _native {
+    use pyo3::prelude::*;
+
+    #[pymodule_export]
+    use super::errors::{abbreviate, ConfigError, ImageError, ImageTooLargeError, KimiK3Error};
+    #[pymodule_export]
+    use super::{
+        count_image_tokens, navit_resize_config, navit_resize_configs, preprocess, resize_bicubic,
+        PyMediaProcConfig, PyOptions,
+    };
+
+    #[pymodule_init]
+    fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
+        m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+        let profile = if cfg!(debug_assertions) {
             "debug"
         } else {
             "release"
-        },
-    )?;
-    m.add("KimiK3Error", py.get_type::<KimiK3Error>())?;
-    m.add("ConfigError", py.get_type::<ConfigError>())?;
-    m.add("ImageError", py.get_type::<ImageError>())?;
-    m.add_class::<PyMediaProcConfig>()?;
-    m.add_function(wrap_pyfunction!(navit_resize_config, m)?)?;
-    m.add_function(wrap_pyfunction!(navit_resize_configs, m)?)?;
-    m.add_function(wrap_pyfunction!(count_image_tokens, m)?)?;
-    m.add_function(wrap_pyfunction!(preprocess, m)?)?;
-    m.add_function(wrap_pyfunction!(resize_bicubic, m)?)?;
-    Ok(())
+        };
+        m.add("build_profile", profile)?;
+        m.add("simd_path", crate::resize::SimdPath::detect().name())
+    }
 }

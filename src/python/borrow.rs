@@ -1,0 +1,151 @@
+//! Borrowing numpy arrays for the core: input images as [`ImageView`]s and
+//! `out=` as an [`OutBuffer`], with every borrow, dtype and layout check.
+//!
+//! Every borrow uses rust-numpy's `try_` forms, so an array another call holds
+//! is an error naming the argument, never a panic.
+
+use numpy::{
+    PyArrayDescrMethods, PyArrayDyn, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods,
+};
+use numpy::{PyReadonlyArrayDyn, PyReadwriteArrayDyn};
+use pyo3::prelude::*;
+
+use super::errors::{abbreviate_value, at_image, to_py_err};
+use crate::error::KimiError;
+use crate::options::OutputDtype;
+use crate::ImageView;
+
+/// numpy's name of an array's dtype (`"uint8"`, `"bfloat16"`, ...).
+fn dtype_name(array: &Bound<'_, PyUntypedArray>) -> String {
+    array
+        .dtype()
+        .getattr("name")
+        .and_then(|n| n.extract::<String>())
+        .unwrap_or_else(|_| "object".to_owned())
+}
+
+/// Read-only borrows of a batch of uint8 `HxW` / `HxWxC` arrays.
+pub(crate) fn borrow_images<'py>(
+    images: &[Bound<'py, PyAny>],
+) -> PyResult<Vec<PyReadonlyArrayDyn<'py, u8>>> {
+    images
+        .iter()
+        .enumerate()
+        .map(|(k, image)| {
+            let array = image.cast::<PyUntypedArray>().map_err(|_| {
+                at_image(
+                    k,
+                    KimiError::NotAnArray {
+                        what: "the image".to_owned(),
+                        got: abbreviate_value(image),
+                    },
+                )
+            })?;
+            if !matches!(array.ndim(), 2 | 3) {
+                let shape = crate::error::py_tuple(array.shape());
+                return Err(at_image(k, KimiError::ImageShape { shape }));
+            }
+            let name = dtype_name(array);
+            let typed = array
+                .cast::<PyArrayDyn<u8>>()
+                .map_err(|_| at_image(k, KimiError::PixelDtype(crate::error::abbreviate(&name))))?;
+            typed.try_readonly().map_err(|e| {
+                at_image(
+                    k,
+                    KimiError::Busy {
+                        what: "the array".to_owned(),
+                        reason: e.to_string(),
+                    },
+                )
+            })
+        })
+        .collect()
+}
+
+/// Core views of borrowed arrays (no copy).
+pub(crate) fn image_views<'a>(
+    arrays: &'a [PyReadonlyArrayDyn<'_, u8>],
+) -> PyResult<Vec<ImageView<'a>>> {
+    arrays
+        .iter()
+        .enumerate()
+        .map(|(k, array)| {
+            let (height, width, channels) = match *array.shape() {
+                [h, w] => (h, w, 1),
+                [h, w, c] => (h, w, c),
+                _ => unreachable!("borrow_images admits 2-D and 3-D arrays only"),
+            };
+            let data = array.as_slice().map_err(|_| {
+                at_image(
+                    k,
+                    KimiError::NotContiguous {
+                        what: "the array".to_owned(),
+                    },
+                )
+            })?;
+            ImageView::new(data, width, height, channels).map_err(|e| at_image(k, e))
+        })
+        .collect()
+}
+
+/// A borrowed `out=` array: the element type that `dtype` writes.
+pub(crate) enum OutArray<'py> {
+    /// float32 values.
+    Float32(PyReadwriteArrayDyn<'py, f32>, String),
+    /// bfloat16 / float16 bits, through a `uint16` view of the caller's array.
+    Bits16(PyReadwriteArrayDyn<'py, u16>, String),
+}
+
+/// Borrow `out` for writing: a numpy array, native byte order, C-contiguous,
+/// aligned and writeable, of an element type `dtype` accepts.
+pub(crate) fn borrow_out<'py>(
+    out: &Bound<'py, PyAny>,
+    dtype: OutputDtype,
+) -> PyResult<OutArray<'py>> {
+    let array = out.cast::<PyUntypedArray>().map_err(|_| {
+        let got = out
+            .get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_default();
+        to_py_err(KimiError::NotAnArray {
+            what: "out".to_owned(),
+            got: crate::error::abbreviate(&got),
+        })
+    })?;
+    let name = dtype_name(array);
+    crate::pipeline::check_out_dtype(dtype, &name).map_err(to_py_err)?;
+    if array.dtype().is_native_byteorder() == Some(false) {
+        let code = array.dtype().getattr("str")?.extract::<String>()?;
+        return Err(to_py_err(KimiError::OutByteOrder(
+            crate::error::abbreviate(&code),
+        )));
+    }
+    let flags = array.getattr("flags")?;
+    let layout_ok = array.is_c_contiguous()
+        && flags.getattr("aligned")?.extract::<bool>()?
+        && flags.getattr("writeable")?.extract::<bool>()?;
+    if !layout_ok {
+        return Err(to_py_err(KimiError::OutLayout));
+    }
+    let busy = |e: numpy::BorrowError| {
+        to_py_err(KimiError::Busy {
+            what: "out".to_owned(),
+            reason: e.to_string(),
+        })
+    };
+    if dtype == OutputDtype::Float32 {
+        let typed = array
+            .cast::<PyArrayDyn<f32>>()
+            .map_err(|_| to_py_err(KimiError::OutLayout))?;
+        return Ok(OutArray::Float32(
+            typed.try_readwrite().map_err(busy)?,
+            name,
+        ));
+    }
+    let bits = array.call_method1("view", ("uint16",))?;
+    let typed = bits
+        .cast_into::<PyArrayDyn<u16>>()
+        .map_err(|_| to_py_err(KimiError::OutLayout))?;
+    Ok(OutArray::Bits16(typed.try_readwrite().map_err(busy)?, name))
+}

@@ -1,0 +1,355 @@
+//! `MediaProcConfig`: a checkpoint's `media_proc_cfg` values, extracted from
+//! Python objects and validated by the core (`crate::config`).
+//!
+//! Extraction takes what the checkpoint's numpy arithmetic takes (Python and
+//! numpy integers and reals, lists / tuples / arrays of three numbers); the
+//! rules and their texts are the core's. A rejected value is named by its
+//! Python `repr`, abbreviated.
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyMapping, PyString};
+
+use super::errors::{abbreviate_value, to_py_err};
+use crate::config::{
+    Background, BackgroundPattern, FillStage, MediaProcConfig, BACKGROUND_RULE, BOOL_RULE,
+    BYTE_RULE, FIXED_OUTPUT_TOKENS_RULE, INT_RULE, IN_PATCH_LIMIT_RULE, MAX_CONFIG_INT, MEAN_RULE,
+    STD_RULE,
+};
+use crate::error::KimiError;
+
+/// Whether `value` is an instance of `numbers.<abc>` (and not a bool).
+fn is_number(value: &Bound<'_, PyAny>, abc: &str) -> PyResult<bool> {
+    if value.is_instance_of::<PyBool>() {
+        return Ok(false);
+    }
+    let class = value.py().import("numbers")?.getattr(abc)?;
+    value.is_instance(&class)
+}
+
+/// A `numbers.Integral` as `i128`; `None` when it is not one or does not fit.
+fn integral(value: &Bound<'_, PyAny>) -> PyResult<Option<i128>> {
+    if !is_number(value, "Integral")? {
+        return Ok(None);
+    }
+    Ok(value.call_method0("__index__")?.extract::<i128>().ok())
+}
+
+/// A `numbers.Real` as `f64`; `None` when it is not one (or `float()` fails).
+fn real(value: &Bound<'_, PyAny>) -> PyResult<Option<f64>> {
+    if !is_number(value, "Real")? {
+        return Ok(None);
+    }
+    Ok(value.extract::<f64>().ok())
+}
+
+fn bad(key: &'static str, rule: &'static str, value: &Bound<'_, PyAny>) -> PyErr {
+    to_py_err(KimiError::config(key, rule, &abbreviate_value(value)))
+}
+
+/// An integer key: an integral number in `1..=u64::MAX` (the core checks the range).
+fn int_key(key: &'static str, rule: &'static str, value: &Bound<'_, PyAny>) -> PyResult<u64> {
+    integral(value)?
+        .and_then(|v| u64::try_from(v).ok())
+        .filter(|&v| v > 0)
+        .ok_or_else(|| bad(key, rule, value))
+}
+
+/// Three finite reals (a list, tuple or array), as the reference's `np.array(value)`.
+fn three(key: &'static str, rule: &'static str, value: &Bound<'_, PyAny>) -> PyResult<[f64; 3]> {
+    let text_like = value.is_instance_of::<PyString>()
+        || value.is_instance_of::<PyBytes>()
+        || value.is_instance_of::<PyByteArray>();
+    if !text_like && value.len().ok() == Some(3) {
+        let mut out = [0.0; 3];
+        let mut ok = true;
+        for (slot, item) in out.iter_mut().zip(value.try_iter()?) {
+            match real(&item?)? {
+                Some(v) => *slot = v,
+                None => ok = false,
+            }
+        }
+        if ok {
+            return Ok(out);
+        }
+    }
+    Err(bad(key, rule, value))
+}
+
+/// `fixed_output_tokens`: None, or a finite real whose `int()` is in `0..=2**31-1`.
+fn fixed_tokens(value: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
+    if value.is_none() {
+        return Ok(None);
+    }
+    let truncated = match integral(value)? {
+        Some(v) => Some(v),
+        None if is_number(value, "Integral")? => None, // too large for i128
+        None => real(value)?
+            .filter(|v| v.is_finite())
+            .map(|v| v.trunc() as i128),
+    };
+    truncated
+        .and_then(|v| u64::try_from(v).ok())
+        .filter(|&v| v <= MAX_CONFIG_INT)
+        .map(Some)
+        .ok_or_else(|| bad("fixed_output_tokens", FIXED_OUTPUT_TOKENS_RULE, value))
+}
+
+/// A chessboard colour: an integer, or a real with an integral value, in 0..=255.
+fn byte(key: &'static str, value: &Bound<'_, PyAny>) -> PyResult<u8> {
+    real(value)?
+        .filter(|v| v.is_finite() && v.fract() == 0.0 && (0.0..=255.0).contains(v))
+        .map(|v| v as u8)
+        .ok_or_else(|| bad(key, BYTE_RULE, value))
+}
+
+/// The field defaults of the checkpoint's `TransparentBgConfig` dataclass
+/// (used for keys missing inside `transparent_bg_config`).
+const BACKGROUND_KEYS: [&str; 5] = [
+    "pattern",
+    "chessboard_square_size",
+    "chessboard_square_on_top_left",
+    "chessboard_white_value",
+    "chessboard_gray_value",
+];
+
+/// `transparent_bg_config` as the checkpoint's dataclass takes it: missing keys
+/// take the dataclass defaults, an unknown key is its `TypeError`.
+fn background(value: &Bound<'_, PyAny>) -> PyResult<Option<Background>> {
+    if value.is_none() {
+        return Ok(None);
+    }
+    let Ok(mapping) = value.cast::<PyMapping>() else {
+        return Err(PyTypeError::new_err(
+            KimiError::config(
+                "transparent_bg_config",
+                BACKGROUND_RULE,
+                &abbreviate_value(value),
+            )
+            .to_string(),
+        ));
+    };
+    for key in mapping.keys()?.iter() {
+        let known = key
+            .extract::<String>()
+            .is_ok_and(|k| BACKGROUND_KEYS.contains(&k.as_str()));
+        if !known {
+            let shown = key.str().map(|s| s.to_string()).unwrap_or_default();
+            return Err(PyTypeError::new_err(format!(
+                "TransparentBgConfig.__init__() got an unexpected keyword argument '{}'",
+                crate::error::abbreviate(&shown)
+            )));
+        }
+    }
+    let get = |key: &str| -> PyResult<Option<Bound<'_, PyAny>>> {
+        if mapping.contains(key)? {
+            Ok(Some(mapping.get_item(key)?))
+        } else {
+            Ok(None)
+        }
+    };
+    let defaults = Background::dataclass_default();
+    let pattern = match get("pattern")? {
+        None => defaults.pattern,
+        Some(p) => {
+            let name = p.str()?.to_string();
+            let parsed = if p.is_instance_of::<PyString>() {
+                BackgroundPattern::parse(&name)
+            } else {
+                Err(KimiError::Pattern(crate::error::abbreviate(&name)))
+            };
+            parsed.map_err(to_py_err)?
+        }
+    };
+    let square_size = match get("chessboard_square_size")? {
+        None => defaults.square_size,
+        Some(v) => {
+            let key = "transparent_bg_config.chessboard_square_size";
+            let size = int_key(key, INT_RULE, &v)?;
+            u32::try_from(size)
+                .ok()
+                .filter(|&s| u64::from(s) <= MAX_CONFIG_INT)
+                .ok_or_else(|| bad(key, INT_RULE, &v))?
+        }
+    };
+    let on_top_left = match get("chessboard_square_on_top_left")? {
+        None => defaults.on_top_left,
+        Some(v) if v.is_instance_of::<PyBool>() => v.extract::<bool>()?,
+        Some(v) => match integral(&v)? {
+            Some(0) => false,
+            Some(1) => true,
+            _ => {
+                return Err(bad(
+                    "transparent_bg_config.chessboard_square_on_top_left",
+                    BOOL_RULE,
+                    &v,
+                ))
+            }
+        },
+    };
+    let colour = |key: &str, full: &'static str, default: u8| -> PyResult<u8> {
+        get(key)?.map_or(Ok(default), |v| byte(full, &v))
+    };
+    Ok(Some(Background {
+        pattern,
+        square_size,
+        on_top_left,
+        white_value: colour(
+            "chessboard_white_value",
+            "transparent_bg_config.chessboard_white_value",
+            defaults.white_value,
+        )?,
+        gray_value: colour(
+            "chessboard_gray_value",
+            "transparent_bg_config.chessboard_gray_value",
+            defaults.gray_value,
+        )?,
+    }))
+}
+
+/// A validated `media_proc_cfg` (the keys the image path reads), built once per
+/// model; immutable.
+#[pyclass(frozen, module = "kimi_k3_rs._native", name = "MediaProcConfig")]
+pub(crate) struct PyMediaProcConfig {
+    pub(crate) inner: MediaProcConfig,
+}
+
+#[pymethods]
+impl PyMediaProcConfig {
+    #[new]
+    #[pyo3(signature = (patch_size, merge_kernel_size, in_patch_limit, patch_limit_on_one_side, image_mean, image_std, *, fixed_output_tokens=None, transparent_bg_config=None, transparent_bg_fill_stage=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        patch_size: &Bound<'_, PyAny>,
+        merge_kernel_size: &Bound<'_, PyAny>,
+        in_patch_limit: &Bound<'_, PyAny>,
+        patch_limit_on_one_side: &Bound<'_, PyAny>,
+        image_mean: &Bound<'_, PyAny>,
+        image_std: &Bound<'_, PyAny>,
+        fixed_output_tokens: Option<&Bound<'_, PyAny>>,
+        transparent_bg_config: Option<&Bound<'_, PyAny>>,
+        transparent_bg_fill_stage: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let py = patch_size.py();
+        let none = py.None().into_bound(py);
+        let mean = three("image_mean", MEAN_RULE, image_mean)?;
+        let std = three("image_std", STD_RULE, image_std)?;
+        let fill_stage = match transparent_bg_fill_stage {
+            None => FillStage::BeforeResize,
+            Some(v) if v.is_none() => FillStage::BeforeResize,
+            Some(v) => match v.extract::<String>() {
+                Ok(name) => FillStage::parse(&name).map_err(|_| {
+                    bad(
+                        "transparent_bg_fill_stage",
+                        crate::config::FILL_STAGE_RULE,
+                        v,
+                    )
+                })?,
+                Err(_) => {
+                    return Err(bad(
+                        "transparent_bg_fill_stage",
+                        crate::config::FILL_STAGE_RULE,
+                        v,
+                    ))
+                }
+            },
+        };
+        let fixed = fixed_tokens(fixed_output_tokens.unwrap_or(&none))?;
+        let background = background(transparent_bg_config.unwrap_or(&none))?;
+        let inner = MediaProcConfig::new(
+            int_key("patch_size", INT_RULE, patch_size)?,
+            int_key("merge_kernel_size", INT_RULE, merge_kernel_size)?,
+            int_key("in_patch_limit", IN_PATCH_LIMIT_RULE, in_patch_limit)?,
+            int_key("patch_limit_on_one_side", INT_RULE, patch_limit_on_one_side)?,
+            mean,
+            std,
+        )
+        .and_then(|c| c.with_fixed_output_tokens(fixed))
+        .and_then(|c| c.with_background(background, fill_stage))
+        .map_err(|err| {
+            // Name a rejected value as the caller wrote it (its Python repr).
+            let given = match &err {
+                KimiError::Config { key, .. } => match *key {
+                    "image_mean" => Some(image_mean),
+                    "image_std" => Some(image_std),
+                    "patch_size" => Some(patch_size),
+                    "merge_kernel_size" => Some(merge_kernel_size),
+                    "in_patch_limit" => Some(in_patch_limit),
+                    "patch_limit_on_one_side" => Some(patch_limit_on_one_side),
+                    _ => None,
+                },
+                _ => None,
+            };
+            match (err, given) {
+                (KimiError::Config { key, rule, .. }, Some(value)) => bad(key, rule, value),
+                (err, _) => to_py_err(err),
+            }
+        })?;
+        Ok(Self { inner })
+    }
+
+    /// Patch edge in pixels.
+    #[getter]
+    fn patch_size(&self) -> u64 {
+        self.inner.patch_size()
+    }
+
+    /// Spatial merge factor.
+    #[getter]
+    fn merge_kernel_size(&self) -> u64 {
+        self.inner.merge_kernel_size()
+    }
+
+    /// Patch budget before merging.
+    #[getter]
+    fn in_patch_limit(&self) -> u64 {
+        self.inner.in_patch_limit()
+    }
+
+    /// Per-side cap in patches.
+    #[getter]
+    fn patch_limit_on_one_side(&self) -> u64 {
+        self.inner.patch_limit_on_one_side()
+    }
+
+    /// The reported token count override, or None.
+    #[getter]
+    fn fixed_output_tokens(&self) -> Option<u64> {
+        self.inner.fixed_output_tokens()
+    }
+
+    /// Per-channel mean.
+    #[getter]
+    fn image_mean(&self) -> (f64, f64, f64) {
+        let [a, b, c] = self.inner.image_mean();
+        (a, b, c)
+    }
+
+    /// Per-channel std.
+    #[getter]
+    fn image_std(&self) -> (f64, f64, f64) {
+        let [a, b, c] = self.inner.image_std();
+        (a, b, c)
+    }
+
+    /// `transparent_bg_config` with all five keys, or None.
+    #[getter]
+    fn transparent_bg_config<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let Some(bg) = self.inner.background() else {
+            return Ok(None);
+        };
+        let dict = PyDict::new(py);
+        dict.set_item("pattern", bg.pattern.name())?;
+        dict.set_item("chessboard_square_size", bg.square_size)?;
+        dict.set_item("chessboard_square_on_top_left", bg.on_top_left)?;
+        dict.set_item("chessboard_white_value", bg.white_value)?;
+        dict.set_item("chessboard_gray_value", bg.gray_value)?;
+        Ok(Some(dict))
+    }
+
+    /// `"before_resize"` or `"after_resize"`.
+    #[getter]
+    fn transparent_bg_fill_stage(&self) -> &'static str {
+        self.inner.fill_stage().name()
+    }
+}

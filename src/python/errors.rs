@@ -1,0 +1,181 @@
+//! The exception hierarchy of the package, the one mapping of core errors onto
+//! it, and the one abbreviation of Python values embedded in messages.
+
+use pyo3::create_exception;
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyMemoryView, PyString, PyTuple};
+
+use crate::error::{abbreviate as abbreviate_text, KimiError};
+
+create_exception!(
+    kimi_k3_rs,
+    KimiK3Error,
+    PyValueError,
+    "Base class of kimi_k3_rs errors (a ValueError)."
+);
+create_exception!(
+    kimi_k3_rs,
+    ConfigError,
+    KimiK3Error,
+    "A media_proc_cfg value is missing or invalid."
+);
+create_exception!(
+    kimi_k3_rs,
+    ImageError,
+    KimiK3Error,
+    "An image cannot be preprocessed (shape, size, channels, unreadable data)."
+);
+create_exception!(
+    kimi_k3_rs,
+    ImageTooLargeError,
+    ImageError,
+    "An encoded image's header claims more pixels than max_image_pixels."
+);
+
+/// The exception of `err` with the text `msg`: the class follows the fault.
+///
+/// Config values are `ConfigError`, per-image and `out=` faults `ImageError`,
+/// options and the reference's side-limit assertion `KimiK3Error`; sglang's
+/// verbatim texts (`Channels`, `PixelDtype`) keep sglang's class, `ValueError`.
+fn new_err(err: &KimiError, msg: String) -> PyErr {
+    match err {
+        KimiError::Config { .. } | KimiError::Pattern(_) => ConfigError::new_err(msg),
+        KimiError::Channels(_) | KimiError::PixelDtype(_) => PyValueError::new_err(msg),
+        KimiError::NotAnArray { .. } | KimiError::NotAnInt { .. } => PyTypeError::new_err(msg),
+        KimiError::Option { .. } | KimiError::SideLimit { .. } | KimiError::Threads(_) => {
+            KimiK3Error::new_err(msg)
+        }
+        _ => ImageError::new_err(msg),
+    }
+}
+
+/// The one conversion of core errors into Python exceptions.
+pub(crate) fn to_py_err(err: KimiError) -> PyErr {
+    let msg = err.to_string();
+    new_err(&err, msg)
+}
+
+/// `err` raised for image `index` of a batch: its class, and its text after
+/// `image {index}: ` (sglang's verbatim texts stay as they are).
+pub(crate) fn at_image(index: usize, err: KimiError) -> PyErr {
+    if matches!(err, KimiError::Channels(_) | KimiError::PixelDtype(_)) {
+        return to_py_err(err);
+    }
+    let msg = format!("image {index}: {err}");
+    new_err(&err, msg)
+}
+
+/// The type's qualified name, `module.Name` (`builtins.` left out).
+fn type_name(value: &Bound<'_, PyAny>) -> String {
+    let ty = value.get_type();
+    let name = ty
+        .qualname()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "object".to_owned());
+    match ty.module().map(|m| m.to_string()) {
+        Ok(module) if module != "builtins" => format!("{module}.{name}"),
+        _ => name,
+    }
+}
+
+/// Items shown of a container before `...`.
+const MAX_ITEMS: usize = 8;
+
+/// Render `value` for a message, without its bulk: bytes as their length,
+/// arrays and tensors as shape and dtype, PIL images as mode and size,
+/// containers item by item (at most 8), anything else as its `repr`.
+fn render(value: &Bound<'_, PyAny>, depth: usize) -> String {
+    if value.is_instance_of::<PyBytes>()
+        || value.is_instance_of::<PyByteArray>()
+        || value.is_instance_of::<PyMemoryView>()
+    {
+        let n = value.len().unwrap_or(0);
+        return format!("<{}, {n} bytes>", type_name(value));
+    }
+    if value.is_instance_of::<pyo3::exceptions::PyBaseException>() {
+        let text = value.str().map(|s| s.to_string()).unwrap_or_default();
+        return format!(
+            "{}: {text}",
+            value
+                .get_type()
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_default()
+        );
+    }
+    let name = type_name(value);
+    if name.starts_with("PIL.") {
+        if let (Ok(mode), Ok(size)) = (value.getattr("mode"), value.getattr("size")) {
+            if let Ok((w, h)) = size.extract::<(u64, u64)>() {
+                return format!("<PIL.Image mode={mode} size={w}x{h}>");
+            }
+        }
+    }
+    if !value.is_instance_of::<PyString>() {
+        if let (Ok(shape), Ok(dtype)) = (value.getattr("shape"), value.getattr("dtype")) {
+            return format!(
+                "<{name} shape={} dtype={dtype}>",
+                shape.str().map(|s| s.to_string()).unwrap_or_default()
+            );
+        }
+    }
+    if depth < 2 {
+        if let Ok(dict) = value.cast::<PyDict>() {
+            let items: Vec<String> = dict
+                .iter()
+                .take(MAX_ITEMS)
+                .map(|(k, v)| format!("{}: {}", render(&k, depth + 1), render(&v, depth + 1)))
+                .collect();
+            let more = if dict.len() > MAX_ITEMS { ", ..." } else { "" };
+            return format!("{{{}{more}}}", items.join(", "));
+        }
+        let seq = value
+            .cast::<PyList>()
+            .map(|l| {
+                (
+                    l.iter().take(MAX_ITEMS).collect::<Vec<_>>(),
+                    l.len(),
+                    "[",
+                    "]",
+                )
+            })
+            .or_else(|_| {
+                value.cast::<PyTuple>().map(|t| {
+                    (
+                        t.iter().take(MAX_ITEMS).collect::<Vec<_>>(),
+                        t.len(),
+                        "(",
+                        ")",
+                    )
+                })
+            });
+        if let Ok((items, len, open, close)) = seq {
+            let shown: Vec<String> = items.iter().map(|v| render(v, depth + 1)).collect();
+            let more = if len > MAX_ITEMS { ", ..." } else { "" };
+            let comma = if len == 1 && open == "(" { "," } else { "" };
+            return format!("{open}{}{comma}{more}{close}", shown.join(", "));
+        }
+    }
+    value
+        .repr()
+        .map(|r| r.to_string())
+        .unwrap_or_else(|_| format!("<{name}>"))
+}
+
+/// The one abbreviation of a caller's Python value inside a message: rendered
+/// without its bulk (see `render`), then [`crate::error::abbreviate`]d to at
+/// most 200 characters on one line.
+pub(crate) fn abbreviate_value(value: &Bound<'_, PyAny>) -> String {
+    abbreviate_text(&render(value, 0))
+}
+
+/// Render a caller's value for a message, at most 200 characters, on one line:
+/// ``<bytes, 791555 bytes>``, ``<PIL.Image mode=RGB size=640x480>``,
+/// ``<numpy.ndarray shape=(2, 3) dtype=uint8>``, containers item by item,
+/// anything else as its ``repr``; an exception as ``Type: text``.
+#[pyfunction]
+#[pyo3(signature = (value, /))]
+pub(crate) fn abbreviate(value: &Bound<'_, PyAny>) -> String {
+    abbreviate_value(value)
+}
