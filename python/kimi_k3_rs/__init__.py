@@ -2,7 +2,7 @@
 
 Drop-in for the checkpoint processors' image path (``kimi_k3_vision_processing.py``,
 ``kimi_k25_vision_processing.py``): the same ``pixel_values`` float32 bits and
-``grid_thws``, computed in Rust with the GIL released. See ``reference-spec.md``.
+``grid_thws``, computed in Rust with the GIL released.
 
 ``KIMI_K3_MEDIA_PROC_CFG`` and ``KIMI_K25_MEDIA_PROC_CFG`` are the published
 ``media_proc_cfg`` dicts; every access returns a fresh copy, so mutating one
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._native import ConfigError, ImageError, KimiK3Error, __version__, build_profile, simd_path
+from ._native import __version__, build_profile, simd_path
 from .config import (
     MediaProcConfig,
     TransparentBgConfig,
@@ -22,22 +22,18 @@ from .config import (
     load_media_proc_cfg,
     resolve_pillow_compat,
 )
-from .processor import (
-    DEFAULT_MAX_IMAGE_PIXELS,
-    NUM_THREADS_ENV,
-    ImageTooLargeError,
-    KimiK3EncoderInputs,
-    KimiK3VisionProcessor,
-    count_image_tokens,
-    navit_resize_config,
-    prepare_kimi_k3_encoder_inputs,
-    preprocess,
-)
+from .deferred import KimiK3EncoderInputs, prepare_kimi_k3_encoder_inputs
+from .errors import ConfigError, ImageError, ImageTooLargeError, KimiK3Error
+from .hf import KimiK3VisionProcessor
+from .options import DEFAULT_MAX_IMAGE_PIXELS, NUM_THREADS_ENV
+from .processor import preprocess
+from .sizing import count_image_tokens, navit_resize_config
 
 __all__ = [
     "DEFAULT_MAX_IMAGE_PIXELS",
-    "KIMI_K25_MEDIA_PROC_CFG",
     "KIMI_K3_MEDIA_PROC_CFG",
+    "KIMI_K25_MEDIA_PROC_CFG",
+    "NUM_THREADS_ENV",
     "ConfigError",
     "ImageError",
     "ImageTooLargeError",
@@ -45,13 +41,12 @@ __all__ = [
     "KimiK3Error",
     "KimiK3VisionProcessor",
     "MediaProcConfig",
-    "NUM_THREADS_ENV",
     "TransparentBgConfig",
     "__version__",
     "build_profile",
     "count_image_tokens",
-    "kimi_k25_media_proc_cfg",
     "kimi_k3_media_proc_cfg",
+    "kimi_k25_media_proc_cfg",
     "load_media_proc_cfg",
     "navit_resize_config",
     "prepare_kimi_k3_encoder_inputs",
@@ -71,3 +66,8 @@ def __getattr__(name: str) -> Any:
     if name in _PRESETS:
         return _PRESETS[name]()
     raise AttributeError(f"module 'kimi_k3_rs' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The module's names, the preset dicts served by ``__getattr__`` included."""
+    return sorted(set(globals()) | set(_PRESETS))

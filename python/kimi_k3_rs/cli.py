@@ -15,13 +15,16 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Sequence
 from importlib import resources
-from typing import Any, Optional, Sequence
+from typing import Any
 
 import numpy as np
 
+from ._native import __version__
 from .config import kimi_k3_media_proc_cfg, kimi_k25_media_proc_cfg, load_media_proc_cfg
-from .processor import KimiK3VisionProcessor, prepare_kimi_k3_encoder_inputs
+from .deferred import prepare_kimi_k3_encoder_inputs
+from .hf import KimiK3VisionProcessor
 
 _PRESETS = {"kimi-k3": kimi_k3_media_proc_cfg, "kimi-k2.5": kimi_k25_media_proc_cfg}
 
@@ -33,6 +36,7 @@ def default_image_path() -> str:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kimi-k3-rs", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action="version", version=f"kimi-k3-rs {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("preprocess", help="preprocess image files like the Kimi-K3 / K2.5 checkpoint")
     p.add_argument("paths", nargs="*", metavar="PATH", help="image files (default: the embedded photo)")
@@ -49,7 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status.
 
     0 when every image was processed; 1 when an image could not be read (the others

@@ -3,7 +3,8 @@
 Reproduces the config handling of the Kimi-K2.5 / Kimi-K3 checkpoint processors
 (``kimi_k3_vision_processing.py``: ``KimiK3VisionProcessor.__init__`` and the
 ``TransparentBgConfig`` dataclass) with sglang's required-key check
-(``kimi_k3_image_processing.py``), as specified in reference-spec §1.
+(``kimi_k3_image_processing.py``), for the ``media_proc_cfg`` object of a checkpoint's
+``preprocessor_config.json``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import numbers
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import Any, SupportsInt, cast
 
 import numpy as np
 import PIL
@@ -28,8 +29,8 @@ __all__ = [
     "TRANSPARENT_BG_DEFAULTS",
     "MediaProcConfig",
     "TransparentBgConfig",
-    "kimi_k25_media_proc_cfg",
     "kimi_k3_media_proc_cfg",
+    "kimi_k25_media_proc_cfg",
     "load_media_proc_cfg",
     "resolve_pillow_compat",
 ]
@@ -99,12 +100,12 @@ _KIMI_K3: dict[str, Any] = {
 
 
 def kimi_k25_media_proc_cfg() -> dict[str, Any]:
-    """Return a fresh copy of the published Kimi-K2.5 ``media_proc_cfg`` (reference-spec §1)."""
+    """Return a fresh copy of the published Kimi-K2.5 ``media_proc_cfg`` (its ``preprocessor_config.json``)."""
     return copy.deepcopy(_KIMI_K25)
 
 
 def kimi_k3_media_proc_cfg() -> dict[str, Any]:
-    """Return a fresh copy of the published Kimi-K3 ``media_proc_cfg`` (reference-spec §1)."""
+    """Return a fresh copy of the published Kimi-K3 ``media_proc_cfg`` (its ``preprocessor_config.json``)."""
     return copy.deepcopy(_KIMI_K3)
 
 
@@ -245,8 +246,8 @@ class MediaProcConfig:
     patch_limit_on_one_side: int
     image_mean: tuple[float, float, float]
     image_std: tuple[float, float, float]
-    fixed_output_tokens: Optional[int] = None
-    transparent_bg_config: Optional[TransparentBgConfig] = None
+    fixed_output_tokens: int | None = None
+    transparent_bg_config: TransparentBgConfig | None = None
     transparent_bg_fill_stage: str = "before_resize"
     native: _native.MediaProcConfig = field(init=False, repr=False, compare=False)
 
@@ -267,7 +268,7 @@ class MediaProcConfig:
 
     @classmethod
     def from_dict(cls, media_proc_cfg: Any) -> MediaProcConfig:
-        """Validate a ``media_proc_cfg`` dict (reference-spec §1 rules).
+        """Validate a ``media_proc_cfg`` dict (``KimiK3VisionProcessor.__init__``'s and sglang's rules).
 
         Args:
             media_proc_cfg: the ``"media_proc_cfg"`` object of ``preprocessor_config.json``,
@@ -304,10 +305,10 @@ class MediaProcConfig:
         fixed = media_proc_cfg.get("fixed_output_tokens")
         if fixed is not None:
             if not (isinstance(fixed, numbers.Real) and not isinstance(fixed, bool)) or not (
-                math.isfinite(fixed) and 0 <= int(fixed) <= _MAX_INT
+                math.isfinite(fixed) and 0 <= int(cast(SupportsInt, fixed)) <= _MAX_INT
             ):
                 raise _bad("fixed_output_tokens", f"None or a number in 0..{_MAX_INT}", fixed)
-            fixed = int(fixed)
+            fixed = int(cast(SupportsInt, fixed))
         bg = media_proc_cfg.get("transparent_bg_config")
         stage = media_proc_cfg.get("transparent_bg_fill_stage", "before_resize")
         if not isinstance(stage, str) or stage not in _FILL_STAGES:
@@ -328,7 +329,7 @@ class MediaProcConfig:
 
 
 
-def load_media_proc_cfg(path: Union[str, "os.PathLike[str]"]) -> dict[str, Any]:
+def load_media_proc_cfg(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read the nested ``media_proc_cfg`` of a ``preprocessor_config.json``.
 
     Args:
@@ -357,7 +358,7 @@ def resolve_pillow_compat(pillow_compat: Any) -> str:
     """Resolve ``pillow_compat`` to ``"12"`` or ``"13"``.
 
     ``"auto"`` means the installed Pillow: major version 13 or later gives ``"13"``
-    (vertical pass first for tall down-scales, reference-spec §5.1), else ``"12"``.
+    (vertical pass first for tall down-scales, Pillow 13 ``libImaging/Resample.c``), else ``"12"``.
 
     Raises:
         KimiK3Error: any value other than ``"auto"``, ``"12"`` or ``"13"``.

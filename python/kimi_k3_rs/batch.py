@@ -1,0 +1,65 @@
+"""One batch through the core: load every input, then preprocess them in one native call.
+
+Shared by :func:`kimi_k3_rs.processor.preprocess`, ``KimiK3VisionProcessor.preprocess``
+(:mod:`kimi_k3_rs.hf`) and ``KimiK3EncoderInputs.materialize`` (:mod:`kimi_k3_rs.deferred`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from . import _native
+from .config import MediaProcConfig
+from .decoding import _loaded
+from .errors import _DECODE_ERRORS, ImageError
+from .inputs import _unwrap_media
+from .modes import _pixels
+from .options import _as_native_out, _from_native, _Options
+
+
+@contextlib.contextmanager
+def _naming(index: int) -> Iterator[None]:
+    """Put the batch index in front of image errors; a file or bytes object that
+    Pillow cannot read or decode becomes an :class:`ImageError`."""
+    try:
+        yield
+    except ImageError as exc:
+        raise type(exc)(f"image {index}: {exc}") from exc
+    except _DECODE_ERRORS as exc:
+        raise ImageError(f"image {index}: cannot read or decode it: {type(exc).__name__}: {exc}") from exc
+
+
+def _run(
+    images: Sequence[Any],
+    cfg: MediaProcConfig,
+    opts: _Options,
+    out: np.ndarray | None = None,
+    indices: Sequence[int] | None = None,
+) -> tuple[np.ndarray, npt.NDArray[np.int64]]:
+    """Load every image, then preprocess the batch in one native call.
+
+    ``indices``: the numbers errors give the images (their batch positions by default).
+    """
+    arrays: list[np.ndarray] = []
+    resized_from: list[tuple[int, int] | None] = []
+    for position, item in enumerate(images):
+        index = position if indices is None else indices[position]
+        with _naming(index), _loaded(_unwrap_media(item), opts.exif_transpose, opts.max_image_pixels) as image:
+            array, original = _pixels(image, cfg, opts.compat)
+        arrays.append(array)
+        resized_from.append(original)
+    pixel_values, grid_thws = _native.preprocess(
+        arrays,
+        cfg.native,
+        pillow_compat=opts.compat,
+        resized_from=resized_from,
+        out=None if out is None else _as_native_out(out, opts.dtype),
+        dtype=opts.dtype,
+        num_threads=opts.num_threads,
+    )
+    return (out if out is not None else _from_native(pixel_values, opts.dtype)), grid_thws

@@ -1,0 +1,217 @@
+"""Encoded images (bytes, paths, data URLs) to PIL images, with the decompression-bomb guards.
+
+Opens encoded data as the checkpoint's ``kimi_k3_vision_processing.py: _to_pil`` does
+(``Image.open``, lazily; first frame; no EXIF rotation), refusing data whose header
+claims more than ``max_image_pixels`` before anything is decoded.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import io
+import os
+from collections.abc import Iterator
+from typing import Any, BinaryIO, Union
+
+import numpy as np
+from PIL import Image, UnidentifiedImageError
+
+from . import _ico
+from .errors import ImageError, ImageTooLargeError
+from .inputs import (
+    _SIDE_SWAPPING_ORIENTATIONS,
+    _apply_exif,
+    _check_array,
+    _exif_orientation,
+    _is_torch_tensor,
+    _tensor_array,
+    _tensor_layout,
+)
+
+#: Encoded data as ``Image.open`` is given it: a ``BytesIO`` over the bytes, or a path.
+_Source = Union[io.BytesIO, str, "os.PathLike[str]"]
+
+
+def _encoded_source(data: Any) -> _Source:
+    """Encoded image data as the checkpoint's ``_to_pil`` hands it to ``Image.open``.
+
+    ``bytes`` / ``bytearray`` / ``memoryview``: the encoded file; ``str`` starting with
+    ``data:``: base64 after the first comma; both become a ``BytesIO``. Other ``str``
+    and ``os.PathLike``: a path, returned as it is.
+    """
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return io.BytesIO(bytes(data))
+    if isinstance(data, str) and data.startswith("data:"):
+        _, comma, payload = data.partition(",")
+        if not comma:
+            raise ImageError(f"data: URL without a ',' before its payload: {data[:40]!r}")
+        try:
+            return io.BytesIO(base64.b64decode(payload, validate=True))
+        except binascii.Error as exc:
+            raise ImageError(f"data: URL payload is not base64: {exc}") from exc
+    if isinstance(data, (str, os.PathLike)):
+        return data
+    raise ValueError(f"Unsupported data type: {type(data)}")
+
+
+def _check_pixels(size: tuple[int, int], max_image_pixels: int | None, what: str = "image") -> None:
+    """Refuse encoded data whose header claims more than ``max_image_pixels`` pixels;
+    ``what`` names the header (the image, or one entry of an ICO)."""
+    width, height = size
+    if max_image_pixels is not None and width * height > max_image_pixels:
+        raise ImageTooLargeError(
+            f"{what} of {width}x{height} = {width * height} pixels is over "
+            f"max_image_pixels={max_image_pixels} (a decompression bomb?); "
+            "pass a larger max_image_pixels, or None, to decode it"
+        )
+
+
+@contextlib.contextmanager
+def _loaded(
+    data: Any, exif_transpose: bool = False, max_image_pixels: int | None = None
+) -> Iterator[Image.Image | np.ndarray]:
+    """Yield the image of ``data`` (a PIL image or a uint8 array); a file this function
+    opened is closed afterwards. Tensors become numpy views; EXIF is applied on request;
+    encoded data over ``max_image_pixels`` is refused from its header."""
+    if isinstance(data, np.ndarray):
+        yield data
+        return
+    if _is_torch_tensor(data):
+        yield _tensor_array(data)
+        return
+    if isinstance(data, Image.Image):
+        yield _apply_exif(data, exif_transpose)
+        return
+    with _open_encoded(_encoded_source(data), max_image_pixels) as image:
+        _check_pixels(image.size, max_image_pixels)
+        yield _apply_exif(image, exif_transpose)
+
+
+def _open_encoded(source: _Source, max_image_pixels: int | None) -> Image.Image:
+    """``Image.open(source)``, lazily, as the checkpoint opens encoded data (Pillow picks
+    the first frame of animated files; no EXIF rotation).
+
+    Under a ``max_image_pixels`` limit, an ICO is checked first (:func:`_check_ico`),
+    since Pillow decodes it inside ``Image.open``. Data over Pillow's own limit is
+    opened through the plugins (:func:`_open_unchecked`) when the limit allows its
+    size; the caller checks the size of what is returned against the limit. A
+    ``ValueError`` raised inside ``Image.open`` (an ICO whose image is shorter than its
+    header says) becomes an :class:`ImageError`, as the decode errors of :func:`_naming`.
+    """
+    if max_image_pixels is not None:
+        _check_ico(source, max_image_pixels)
+    try:
+        return Image.open(source)
+    except ValueError as exc:
+        raise ImageError(f"cannot read or decode it: {type(exc).__name__}: {exc}") from exc
+    except Image.DecompressionBombError as exc:  # over Pillow's own limit
+        try:
+            image = _open_unchecked(source)
+        except Image.DecompressionBombError as inner:  # raised by the plugin itself
+            raise ImageTooLargeError(str(inner)) from inner
+        width, height = image.size
+        if max_image_pixels is not None and width * height > max_image_pixels:
+            image.close()
+            raise ImageTooLargeError(str(exc)) from exc
+        return image
+
+
+def _open_unchecked(source: _Source) -> Image.Image:
+    """Open encoded data whose header is over Pillow's own limit, lazily.
+
+    ``Image.open`` refuses such data (``DecompressionBombError``) before anything
+    else; this asks the format plugins directly, as ``Image.open`` does minus that
+    check, reading only the header. Used only where the caller's
+    ``max_image_pixels`` allows the size, or to read the size (sizing works on any
+    size). A file opened here is closed with the image.
+    """
+    fp: Any
+    if isinstance(source, io.BytesIO):
+        is_path, fp, filename = False, source, ""
+    else:
+        is_path, fp = True, open(source, "rb")  # noqa: SIM115 (closed by the image, or below)
+        filename = os.fspath(source)
+    fp.seek(0)
+    prefix = fp.read(16)
+    Image.init()
+    for format_id in Image.ID:
+        factory, accept = Image.OPEN[format_id]
+        if accept is not None and not accept(prefix):
+            continue
+        fp.seek(0)
+        try:
+            image = factory(fp, filename)
+        except (OSError, SyntaxError, ValueError):
+            continue
+        image._exclusive_fp = is_path  # close the file with the image, as Image.open(path) does
+        return image
+    fp.close()
+    raise UnidentifiedImageError("cannot identify image file")
+
+
+@contextlib.contextmanager
+def _binary_file(source: _Source) -> Iterator[BinaryIO]:
+    """``source`` as a binary file at offset 0: the ``BytesIO`` itself, or the path
+    opened for reading (closed afterwards)."""
+    if isinstance(source, io.BytesIO):
+        source.seek(0)
+        yield source
+        return
+    with open(source, "rb") as fp:
+        yield fp
+
+
+def _ico_entries(source: _Source) -> list[_ico._IcoEntry] | None:
+    """The entries of an ICO as Pillow ranks them, from their headers only
+    (:func:`kimi_k3_rs._ico._ico_entries`); None when ``source`` is not an ICO."""
+    with _binary_file(source) as fp:
+        return _ico._ico_entries(fp)
+
+
+def _check_ico(source: _Source, max_image_pixels: int) -> None:
+    """Refuse an ICO with :class:`ImageTooLargeError`, before Pillow's ICO plugin decodes
+    it inside ``Image.open``, when one of its entries claims more than ``max_image_pixels``.
+
+    Every entry whose image header can be read is checked (:func:`_ico_entries`): its
+    directory size, and its image's own size. Checking them all, not only the one
+    Pillow picks, is conservative, and does not rest on Pillow's choice of entry.
+    Entries whose header cannot be read are left to Pillow, which fails on such an
+    entry if it picks it. Data that is not an ICO is left as it is.
+    """
+    for entry in _ico_entries(source) or ():
+        if entry.size is not None:
+            _check_pixels(entry.dim, max_image_pixels, f"ICO entry {entry.position}'s directory size")
+            _check_pixels(entry.size, max_image_pixels, f"ICO entry {entry.position}'s {entry.kind}")
+
+
+def _header_size(data: Any, exif_transpose: bool) -> tuple[int, int]:
+    """``(width, height)`` of one input as the pixel path will see it, reading no pixels
+    where it can (file headers; tensor shapes; EXIF orientations 5..8 swap the sides).
+    No ``max_image_pixels`` limit applies: sizing works on any size. An ICO, which
+    Pillow decodes to open it, is sized from its headers (:func:`_ico_entries`)."""
+    if isinstance(data, np.ndarray):
+        _check_array(data)
+        return int(data.shape[1]), int(data.shape[0])
+    if isinstance(data, Image.Image):
+        return _oriented_size(data, exif_transpose)
+    if _is_torch_tensor(data):
+        height, width, _, _ = _tensor_layout(data)
+        if height == 0 or width == 0:
+            raise ImageError(f"image width and height must be positive, got shape {list(data.shape)}")
+        return width, height
+    source = _encoded_source(data)
+    entries = _ico_entries(source)
+    if entries and entries[0].size is not None:  # an ICO: what Pillow decodes (it has no EXIF)
+        return entries[0].size
+    with _open_encoded(source, None) as image:  # the header only
+        return _oriented_size(image, exif_transpose)
+
+
+def _oriented_size(image: Image.Image, exif_transpose: bool) -> tuple[int, int]:
+    """``image.size``, swapped when ``exif_transpose`` would turn the image (5..8)."""
+    width, height = image.size
+    if exif_transpose and _exif_orientation(image) in _SIDE_SWAPPING_ORIENTATIONS:
+        return height, width
+    return width, height

@@ -1,0 +1,175 @@
+"""PIL modes: the reference's mode steps, with the resample in Rust where it is 8-bit.
+
+Reproduces what ``kimi_k3_vision_processing.py: fill_transparent_bg_with`` and Pillow's
+``Image.resize`` / ``Image.convert`` do to an image of each mode; the Rust core then
+composites, pads, normalises and patchifies.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import PIL
+from PIL import Image
+
+from . import _native
+from .config import MediaProcConfig, resolve_pillow_compat
+from .errors import ImageError
+from .inputs import _check_array
+
+#: PIL modes whose 8-bit bands the Rust core takes as they are (HWC uint8): L, LA,
+#: RGB, RGBA; the core does their resize too (RGBA / LA premultiplied, as Pillow).
+_NATIVE_MODES = {"L": 1, "LA": 2, "RGB": 3, "RGBA": 4}
+
+#: Modes Pillow always resizes with NEAREST (Pillow ``PIL/Image.py: Image.resize``
+#: forces it); Pillow's own resize is used for them (a cheap 8-bit index copy, whose result
+#: does not depend on the pass order).
+_NEAREST_MODES = frozenset({"P", "1"})
+
+#: 8-bit modes whose Pillow BICUBIC resize is the plain per-channel 8-bit resample of
+#: Pillow ``libImaging/Resample.c`` (no premultiplication): resized in Rust by
+#: ``_native.resize_bicubic``, which follows ``pillow_compat``.  ``L`` lands here only
+#: with a ``transparency`` entry under a background config.
+_RUST_RESIZE_MODES = frozenset({"L", "CMYK", "RGBX", "YCbCr", "HSV", "LAB", "RGBa", "La", "PA"})
+
+#: Bands that ``np.asarray`` gives as signed bytes but Pillow stores (and resamples) XOR 128:
+#: ``LAB``'s a and b. Resampling ``array ^ flip`` is Pillow's resample bit for bit (checked
+#: against Pillow 12.3.0 and 13.0.0).
+_SIGNED_BANDS = {"LAB": np.array([0, 128, 128], dtype=np.uint8)}
+
+#: 3-band modes, stored by Pillow in 4-byte pixels whose 4th byte its resample sets to 0.
+_THREE_BAND_MODES = frozenset({"YCbCr", "HSV", "LAB"})
+
+
+def _convert(image: Image.Image, mode: str) -> Image.Image:
+    """``image.convert(mode)``; Pillow's ``ValueError`` becomes a clear :class:`ImageError`."""
+    try:
+        return image.convert(mode)
+    except ValueError as exc:
+        raise ImageError(
+            f"cannot convert a mode {image.mode} image to {mode} (Pillow: {exc}); "
+            "the checkpoint's processor fails on it the same way"
+        ) from exc
+
+
+def _composite_input(image: Image.Image, cfg: MediaProcConfig, *, owned: bool) -> np.ndarray:
+    """What ``fill_transparent_bg_with(image, bg)`` starts from, as a uint8 array.
+
+    The Rust core then does the rest of ``kimi_k3_vision_processing.py:
+    fill_transparent_bg_with`` on it: composite an RGBA (or LA) array onto the
+    background, or drop its alpha when ``bg`` is None.
+
+    * L / LA / RGB / RGBA (L only without ``transparency`` or without a background):
+      the bands as they are (no Pillow step).
+    * ``bg`` None: ``convert("RGB")``. A ``P`` image whose ``transparency`` is bytes
+      (PNG ``tRNS``) is converted from a copy without that entry: the same pixels,
+      without the warning Pillow gives because bytes cannot be carried into RGB.
+    * ``bg`` set: ``convert("RGBA")`` when the image has an ``A`` band or a
+      ``transparency`` entry, else ``convert("RGB")``.
+
+    ``owned``: ``image`` is ours (a resize result), so it may be changed in place.
+    """
+    mode = image.mode
+    bg = cfg.transparent_bg_config
+    has_transparency = "transparency" in image.info
+    if mode in ("RGB", "RGBA", "LA") or (mode == "L" and (bg is None or not has_transparency)):
+        return np.asarray(image)
+    if bg is None:
+        if mode == "P" and isinstance(image.info.get("transparency"), bytes):
+            if not owned:
+                image = image.copy()
+            del image.info["transparency"]
+        return np.asarray(_convert(image, "RGB"))
+    if "A" in image.getbands() or has_transparency:
+        return np.asarray(_convert(image, "RGBA"))
+    return np.asarray(_convert(image, "RGB"))
+
+
+def _delegated_resize_order_check(mode: str, size: tuple[int, int], new_size: tuple[int, int], compat: str) -> None:
+    """Refuse a Pillow-resized mode when ``pillow_compat`` is not the installed Pillow's
+    order and the order changes the bytes (both passes run, vertical-first rule holds)."""
+    installed = resolve_pillow_compat("auto")
+    if compat == installed:
+        return
+    (width, height), (new_width, new_height) = size, new_size
+    dh, dw = height - new_height, width - new_width
+    if dw != 0 and dh > 0 and dh > 2 * dw:
+        raise ImageError(
+            f"mode {mode} images are resized by the installed Pillow {PIL.__version__} "
+            f"(its 16/32-bit resample), whose pass order is pillow_compat={installed!r}, not "
+            f"{compat!r}, and the order changes the result for {width}x{height} -> "
+            f"{new_width}x{new_height}; use pillow_compat='auto'"
+        )
+
+
+def _resize_in_mode(image: Image.Image, new_size: tuple[int, int], compat: str) -> Image.Image:
+    """``image.resize(new_size, BICUBIC)`` in the image's own mode, as Pillow does it
+    (Pillow ``PIL/Image.py: Image.resize``), for every mode but L / LA / RGB / RGBA (done by the core).
+
+    * ``P``, ``1``: Pillow's own resize (it forces NEAREST; palette and ``info`` kept).
+    * CMYK, RGBX, YCbCr, HSV, LAB, RGBa, La, PA, L (with ``transparency``): the 8-bit
+      per-channel bicubic in Rust (``pillow_compat`` honoured), then a PIL image of the
+      same mode with the bytes and ``info`` that Pillow's resize gives (padding byte 0
+      for 3-band modes; an empty palette for PA, as Pillow's resample leaves it).
+    * Anything else (``I;16``, ``I;16L``, ``I;16B``, ``I;16N``, ``I``, ``F``): Pillow's
+      own 16/32-bit resize; :class:`ImageError` when ``pillow_compat`` asks for the other
+      Pillow's pass order on a size where the order matters.
+    """
+    mode = image.mode
+    if mode in _NEAREST_MODES:
+        return image.resize(new_size, Image.Resampling.BICUBIC)  # Pillow switches to NEAREST
+    if mode not in _RUST_RESIZE_MODES:
+        _delegated_resize_order_check(mode, image.size, new_size, compat)
+        return image.resize(new_size, Image.Resampling.BICUBIC)
+    array = np.asarray(image)
+    flip = _SIGNED_BANDS.get(mode)
+    if flip is not None:
+        array = array ^ flip  # the bytes Pillow stores (and resamples) for LAB
+    resized = _native.resize_bicubic(array, new_size[0], new_size[1], pillow_compat=compat)
+    if mode in _THREE_BAND_MODES:
+        # Pillow stores 3 bands in 4-byte pixels and its resample zeroes the 4th byte,
+        # which LAB -> RGBA (LittleCMS) copies into the alpha; ``merge`` writes it as 0 too
+        # (``frombuffer`` would write 255) and takes the bands as Pillow stores them (LAB's
+        # a and b still XOR 128, so no flip back).
+        out = Image.merge(mode, [Image.fromarray(np.ascontiguousarray(resized[..., i])) for i in range(3)])
+    elif mode == "PA":
+        # Pillow's BICUBIC resize of PA returns an image whose palette is empty (its
+        # resample does not copy it), so the checkpoint sees black colours with the
+        # resized alpha; a new PA image has that same empty palette.
+        out = Image.new("PA", new_size)
+        out.frombytes(resized.tobytes())
+    else:
+        out = Image.frombuffer(mode, new_size, resized, "raw", mode, 0, 1)
+    out.info = image.info.copy()
+    return out
+
+
+def _pixels(
+    image: Image.Image | np.ndarray, cfg: MediaProcConfig, compat: str
+) -> tuple[np.ndarray, tuple[int, int] | None]:
+    """Turn one loaded image into (uint8 HWC array, original size if already resized).
+
+    Arrays and PIL ``L`` (without ``transparency``, or with no background), ``LA``,
+    ``RGB``, ``RGBA`` go to Rust as they are. For other modes the reference's mode steps
+    run here (the checkpoint's ``_to_pil``, ``kimi_k3_vision_processing.py:
+    KimiK3VisionProcessor.preprocess`` and Pillow ``PIL/Image.py: Image.resize``):
+    before the resize, Pillow's ``convert`` (as ``fill_transparent_bg_with`` does);
+    under ``after_resize``, the resize in the image's own mode
+    (:func:`_resize_in_mode`), then the ``convert``; Rust composites, pads, normalises
+    and patchifies.
+    """
+    if isinstance(image, np.ndarray):
+        _check_array(image)
+        return np.ascontiguousarray(image), None  # copies only a non-contiguous array
+    mode = image.mode
+    if mode in _NATIVE_MODES and not (
+        mode == "L" and cfg.transparent_bg_config is not None and "transparency" in image.info
+    ):
+        return np.asarray(image), None
+    if cfg.transparent_bg_fill_stage == "before_resize":
+        return _composite_input(image, cfg, owned=False), None
+    width, height = image.size
+    _, new_width, new_height, _, _ = _native.navit_resize_config(width, height, cfg.native)
+    if (new_width, new_height) == (width, height):  # Pillow's resize would be a copy
+        return _composite_input(image, cfg, owned=False), None
+    resized = _resize_in_mode(image, (new_width, new_height), compat)
+    return _composite_input(resized, cfg, owned=True), (width, height)
