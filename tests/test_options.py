@@ -25,7 +25,6 @@ import pytest
 from PIL import Image
 
 import kimi_k3_rs
-import kimi_k3_rs.processor as processor_module
 from helpers import (
     CLIP_MEAN,
     CLIP_STD,
@@ -39,7 +38,6 @@ from helpers import (
     encode,
     noise,
     noise_array,
-    split_by_grid,
 )
 from reference import navit_resize_image, reference_preprocess
 
@@ -351,125 +349,6 @@ def test_out_misaligned_or_byteswapped_messages_name_the_problem():
         kimi_k3_rs.preprocess(img, media_proc_cfg, out=misaligned)
     with pytest.raises(ImageError, match="(?i)byte.?order|endian|native"):
         kimi_k3_rs.preprocess(img, media_proc_cfg, out=np.zeros((n, 3, 14, 14), ">f4"))
-
-
-# ---------------------------------------------------------------------------
-# 3. num_threads and KIMI_K3_RS_NUM_THREADS
-# ---------------------------------------------------------------------------
-
-
-def thread_batch():
-    """Resized under both presets' budgets below: RGB / RGBA / L / LA, PIL and numpy."""
-    return [
-        noise(1300, 900, "RGB", 11),
-        alpha_pattern_rgba(1100, 700, 12),
-        noise_array(500, 1700, "L", 13),  # tall: vertical pass first under "13"
-        alpha_pattern_la(900, 650, 14),
-        noise_array(700, 500, "RGBA", 15),
-        noise(1, 1, "RGB", 16),
-        noise_array(640, 2200, "RGB", 17),  # tall
-    ]
-
-
-@pytest.mark.parametrize("preset", ["kimi_k25", "kimi_k3"])
-@pytest.mark.parametrize("compat", ["12", "13"])
-def test_threads_give_the_same_bytes(preset, compat):
-    media_proc_cfg = cfg(preset, in_patch_limit=2000)
-    images = thread_batch()
-    one = kimi_k3_rs.preprocess(images, media_proc_cfg, pillow_compat=compat, num_threads=1)
-    if compat == REF_COMPAT:
-        assert_output_matches(one, reference_preprocess(images, media_proc_cfg))
-    for n in (2, 3):
-        many = kimi_k3_rs.preprocess(images, media_proc_cfg, pillow_compat=compat, num_threads=n)
-        assert_bit_equal(many["grid_thws"], one["grid_thws"], "grid_thws")
-        assert_bit_equal(many["pixel_values"], one["pixel_values"], f"num_threads={n}")
-    half = kimi_k3_rs.preprocess(images, media_proc_cfg, pillow_compat=compat, num_threads=3, dtype="bfloat16")
-    assert_bit_equal(half_bits(half["pixel_values"]), bf16_bits(one["pixel_values"]), "bfloat16, 3 threads")
-
-
-def test_threads_on_processor_and_materialize():
-    media_proc_cfg = cfg("kimi_k3", in_patch_limit=2000)
-    images = thread_batch()
-    ref = reference_preprocess(images, media_proc_cfg)
-    processor = kimi_k3_rs.KimiK3VisionProcessor(media_proc_cfg, num_threads=3)
-    assert_output_matches(processor.preprocess(images), ref)
-    enc = kimi_k3_rs.prepare_kimi_k3_encoder_inputs(images, processor)
-    for got, want in zip(enc.materialize([6, 0, 3]), [split_by_grid(*ref)[i] for i in (6, 0, 3)]):
-        assert_bit_equal(got, want, "materialize")
-
-
-@pytest.fixture
-def spy_threads(monkeypatch):
-    """Record the ``num_threads`` the Python layer hands to the native core."""
-    seen = []
-    real = processor_module._native.preprocess
-
-    def spy(*args, **kwargs):
-        seen.append(kwargs.get("num_threads"))
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(processor_module._native, "preprocess", spy)
-    return seen
-
-
-def test_env_var_read_when_num_threads_is_none(monkeypatch, spy_threads):
-    assert kimi_k3_rs.NUM_THREADS_ENV == ENV
-    media_proc_cfg = cfg("kimi_k25", in_patch_limit=2000)
-    images = thread_batch()[:3]
-    monkeypatch.delenv(ENV, raising=False)
-    base = kimi_k3_rs.preprocess(images, media_proc_cfg)
-    assert spy_threads == [1]  # default: one thread
-    for env, want in (("2", 2), ("3", 3), (" 2 ", 2), ("", 1)):
-        monkeypatch.setenv(ENV, env)
-        spy_threads.clear()
-        out = kimi_k3_rs.preprocess(images, media_proc_cfg)
-        assert spy_threads == [want], env
-        assert_bit_equal(out["pixel_values"], base["pixel_values"], f"env {env!r}")
-        # an explicit value wins over the environment
-        spy_threads.clear()
-        kimi_k3_rs.preprocess(images, media_proc_cfg, num_threads=1)
-        assert spy_threads == [1]
-    # the processor reads it too (when built), and prepare/materialize follows the processor
-    monkeypatch.setenv(ENV, "3")
-    processor = kimi_k3_rs.KimiK3VisionProcessor(media_proc_cfg)
-    spy_threads.clear()
-    processor.preprocess(images)
-    kimi_k3_rs.prepare_kimi_k3_encoder_inputs(images, processor).materialize()
-    kimi_k3_rs.prepare_kimi_k3_encoder_inputs(images, media_proc_cfg).materialize()
-    assert spy_threads == [3, 3, 3]
-
-
-@pytest.mark.parametrize("env", ["abc", "-1", "0", "2.5", "+3", "1e3", "4096", "two"])
-def test_bad_env_var(monkeypatch, env):
-    monkeypatch.setenv(ENV, env)
-    img = noise(40, 30, "RGB", 0)
-    media_proc_cfg = kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG
-    with pytest.raises(ValueError) as info:
-        kimi_k3_rs.preprocess(img, media_proc_cfg)
-    assert ENV in str(info.value) or "num_threads" in str(info.value)
-    assert not isinstance(info.value, TypeError)
-    with pytest.raises(ValueError):
-        kimi_k3_rs.KimiK3VisionProcessor(media_proc_cfg)
-    with pytest.raises(ValueError):
-        kimi_k3_rs.prepare_kimi_k3_encoder_inputs([img], media_proc_cfg)
-    # not read when num_threads is given
-    out = kimi_k3_rs.preprocess(img, media_proc_cfg, num_threads=2)
-    assert_output_matches(out, reference_preprocess(img, media_proc_cfg))
-
-
-@pytest.mark.parametrize("bad,cls", [(0, ValueError), (-1, ValueError), (1025, ValueError),
-                                     ("2", TypeError), (True, TypeError), (False, TypeError),
-                                     (2.0, TypeError), ([2], TypeError)])
-def test_bad_num_threads(monkeypatch, bad, cls):
-    monkeypatch.delenv(ENV, raising=False)
-    img = noise(40, 30, "RGB", 0)
-    media_proc_cfg = kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG
-    with pytest.raises(cls, match="num_threads"):
-        kimi_k3_rs.preprocess(img, media_proc_cfg, num_threads=bad)
-    with pytest.raises(cls, match="num_threads"):
-        kimi_k3_rs.KimiK3VisionProcessor(media_proc_cfg, num_threads=bad)
-    with pytest.raises(cls, match="num_threads"):
-        kimi_k3_rs.prepare_kimi_k3_encoder_inputs([img], media_proc_cfg, num_threads=bad)
 
 
 # ---------------------------------------------------------------------------
