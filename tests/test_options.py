@@ -16,13 +16,9 @@ import base64
 import importlib.util
 import math
 import re
-import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
-from PIL import Image
 
 import kimi_k3_rs
 from helpers import (
@@ -33,7 +29,6 @@ from helpers import (
     alpha_pattern_rgba,
     assert_bit_equal,
     assert_output_matches,
-    bomb_png,
     cfg,
     encode,
     noise,
@@ -349,153 +344,6 @@ def test_out_misaligned_or_byteswapped_messages_name_the_problem():
         kimi_k3_rs.preprocess(img, media_proc_cfg, out=misaligned)
     with pytest.raises(ImageError, match="(?i)byte.?order|endian|native"):
         kimi_k3_rs.preprocess(img, media_proc_cfg, out=np.zeros((n, 3, 14, 14), ">f4"))
-
-
-# ---------------------------------------------------------------------------
-# 4. max_image_pixels and decompression bombs (R19)
-# ---------------------------------------------------------------------------
-
-
-def test_image_too_large_error_class():
-    assert issubclass(kimi_k3_rs.ImageTooLargeError, kimi_k3_rs.ImageError)
-    assert issubclass(kimi_k3_rs.ImageTooLargeError, ValueError)
-    assert kimi_k3_rs.DEFAULT_MAX_IMAGE_PIXELS == 2 * Image.MAX_IMAGE_PIXELS == 178956970
-
-
-def bomb_inputs(tmp_path):
-    raw = bomb_png()
-    assert len(raw) == 65
-    path = tmp_path / "bomb.png"
-    path.write_bytes(raw)
-    url = "data:image/png;base64," + base64.b64encode(raw).decode()
-    return {"bytes": raw, "str path": str(path), "Path": path, "data URL": url,
-            "bytearray": bytearray(raw), "media dict": {"type": "image", "image": raw}}
-
-
-def test_bomb_raises_image_too_large(tmp_path):
-    media_proc_cfg = kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG
-    good = noise(64, 48, "RGB", 1)
-    ref = reference_preprocess(good, media_proc_cfg)
-    processor = kimi_k3_rs.KimiK3VisionProcessor(media_proc_cfg)
-    for what, item in bomb_inputs(tmp_path).items():
-        for call in (lambda: kimi_k3_rs.preprocess(item, media_proc_cfg),
-                     lambda: kimi_k3_rs.preprocess([good, item], media_proc_cfg, num_threads=2),
-                     lambda: processor.preprocess([good, item])):
-            with pytest.raises(kimi_k3_rs.ImageTooLargeError, match="10000000000"):
-                call()
-        assert_output_matches(kimi_k3_rs.preprocess(good, media_proc_cfg), ref)
-
-
-def test_small_limit_and_none(tmp_path):
-    media_proc_cfg = kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG
-    img = noise(100, 100, "RGB", 3)
-    png = encode(img, "PNG")
-    path = tmp_path / "img.png"
-    path.write_bytes(png)
-    url = "data:image/png;base64," + base64.b64encode(png).decode()
-    ref = reference_preprocess(img, media_proc_cfg)
-    for item in (png, str(path), path, url, {"type": "image", "image": png}):
-        for limit in (1000, 9999):
-            with pytest.raises(kimi_k3_rs.ImageTooLargeError, match=f"max_image_pixels={limit}"):
-                kimi_k3_rs.preprocess(item, media_proc_cfg, max_image_pixels=limit)
-            with pytest.raises(kimi_k3_rs.ImageTooLargeError):
-                kimi_k3_rs.KimiK3VisionProcessor(media_proc_cfg, max_image_pixels=limit).preprocess([item])
-        for limit in (10000, None, kimi_k3_rs.DEFAULT_MAX_IMAGE_PIXELS):  # width * height <= limit
-            assert_output_matches(kimi_k3_rs.preprocess(item, media_proc_cfg, max_image_pixels=limit), ref)
-            assert_output_matches(
-                kimi_k3_rs.KimiK3VisionProcessor(media_proc_cfg, max_image_pixels=limit).preprocess([item]), ref)
-    # decoded images and pixel arrays are not limited (their memory is already spent)
-    for item in (img, np.asarray(img)):
-        assert_output_matches(kimi_k3_rs.preprocess(item, media_proc_cfg, max_image_pixels=1), ref)
-
-
-@pytest.mark.parametrize("bad", [0, -1, True, 1.5, "1000", 1e9])
-def test_bad_max_image_pixels(bad):
-    media_proc_cfg = kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG
-    with pytest.raises(ValueError, match="max_image_pixels"):
-        kimi_k3_rs.preprocess(noise(10, 10, "RGB", 0), media_proc_cfg, max_image_pixels=bad)
-    with pytest.raises(ValueError, match="max_image_pixels"):
-        kimi_k3_rs.KimiK3VisionProcessor(media_proc_cfg, max_image_pixels=bad)
-
-
-def test_max_image_pixels_above_pillows_limit_is_honoured(monkeypatch):
-    # Pillow's own limit scaled down (2 x 1000 pixels) so that the check is cheap to reach:
-    # in a default install the same happens to any image over 178,956,970 pixels.
-    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)
-    media_proc_cfg = kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG
-    img = noise(100, 100, "RGB", 3)
-    ref = reference_preprocess(img, media_proc_cfg)
-    png = encode(img, "PNG")
-    assert_output_matches(kimi_k3_rs.preprocess(png, media_proc_cfg, max_image_pixels=None), ref)
-    assert_output_matches(kimi_k3_rs.preprocess(png, media_proc_cfg, max_image_pixels=20000), ref)
-
-
-def test_bomb_peak_memory_stays_small(tmp_path):
-    """Refused from the 65-byte header: no 30 GB canvas, not even a 100 MB one."""
-    items = bomb_inputs(tmp_path)
-    script = textwrap.dedent(
-        f"""
-        import base64, resource, sys
-        import numpy as np
-        import kimi_k3_rs
-        raw = {items['bytes']!r}
-        items = [raw, {items['str path']!r}, "data:image/png;base64," + base64.b64encode(raw).decode()]
-        cfg = kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG
-        kimi_k3_rs.preprocess(np.zeros((28, 28, 3), np.uint8), cfg)  # warm up
-        before = int([line for line in open('/proc/self/status') if line.startswith('VmHWM:')][0].split()[1])
-        for item in items:
-            for call in (lambda: kimi_k3_rs.preprocess(item, cfg),
-                         lambda: kimi_k3_rs.prepare_kimi_k3_encoder_inputs([item], cfg).materialize()):
-                try:
-                    call()
-                except kimi_k3_rs.ImageTooLargeError:
-                    pass
-                else:
-                    sys.exit("no ImageTooLargeError")
-        enc = kimi_k3_rs.prepare_kimi_k3_encoder_inputs(items, cfg)
-        assert enc.num_tokens == [4096] * 3, enc.num_tokens
-        after = int([line for line in open('/proc/self/status') if line.startswith('VmHWM:')][0].split()[1])
-        print(before, after)
-        """
-    )
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    before_kb, after_kb = map(int, proc.stdout.split()[-2:])
-    assert after_kb - before_kb < 50 * 1024, (before_kb, after_kb)
-
-
-@pytest.mark.parametrize("preset", ["KIMI_K25_MEDIA_PROC_CFG", "KIMI_K3_MEDIA_PROC_CFG"])
-def test_prepare_on_bomb_gives_size_only_geometry(tmp_path, preset):
-    media_proc_cfg = getattr(kimi_k3_rs, preset)
-    rc = navit_resize_image(100000, 100000, 14, 2, media_proc_cfg["in_patch_limit"], 512, None)
-    grid = [1, (rc["new_height"] + rc["pad_height"]) // 14, (rc["new_width"] + rc["pad_width"]) // 14]
-    if preset == "KIMI_K25_MEDIA_PROC_CFG":
-        assert grid == [1, 128, 128] and rc["num_tokens"] == 4096  # R19's size_math_only
-    items = list(bomb_inputs(tmp_path).values())
-    for owner in (media_proc_cfg, kimi_k3_rs.KimiK3VisionProcessor(media_proc_cfg)):
-        enc = kimi_k3_rs.prepare_kimi_k3_encoder_inputs(items, owner)
-        assert enc.grid_thws.tolist() == [grid] * len(items)
-        assert enc.num_tokens == [rc["num_tokens"]] * len(items)
-        assert enc.resize_configs == [rc] * len(items)
-        assert enc.original_image_sizes == [[100000, 100000]] * len(items)
-        for i in range(len(items)):
-            with pytest.raises(kimi_k3_rs.ImageTooLargeError):
-                enc.materialize([i])
-
-
-def test_prepare_follows_max_image_pixels():
-    media_proc_cfg = kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG
-    img = noise(100, 100, "RGB", 3)
-    png = encode(img, "PNG")
-    ref = reference_preprocess(img, media_proc_cfg)
-    limited = kimi_k3_rs.KimiK3VisionProcessor(media_proc_cfg, max_image_pixels=1000)
-    for enc in (kimi_k3_rs.prepare_kimi_k3_encoder_inputs([png], media_proc_cfg, max_image_pixels=1000),
-                kimi_k3_rs.prepare_kimi_k3_encoder_inputs([png], limited)):
-        assert enc.grid_thws.tolist() == ref[1].tolist()  # sizing is never limited
-        with pytest.raises(kimi_k3_rs.ImageTooLargeError):
-            enc.materialize()
-    enc = kimi_k3_rs.prepare_kimi_k3_encoder_inputs([png], limited, max_image_pixels=None)
-    assert_bit_equal(enc.materialize()[0], ref[0])
 
 
 # ---------------------------------------------------------------------------
