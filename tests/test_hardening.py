@@ -55,7 +55,6 @@ from hypothesis import strategies as st
 from PIL import Image
 
 import kimi_k3_rs
-import reference
 from helpers import (
     CLIP_MEAN,
     CLIP_STD,
@@ -289,70 +288,6 @@ def test_property_against_reference(record_property):
     _property_run()
     record(record_property, "property_against_reference", **PROPERTY_COUNT)
     assert PROPERTY_COUNT["examples"] >= min(EXAMPLES, 100)
-
-
-# ===========================================================================
-# B. sizing math at the edges
-# ===========================================================================
-
-MAX_INT = 2**31 - 1
-EDGE_INTS = [1, 2, 3, 13, 14, 15, 27, 28, 29, 511, 512, 513, 2**16, 2**30, MAX_INT - 1, MAX_INT]
-SIDES = st.one_of(st.integers(1, MAX_INT), st.sampled_from(EDGE_INTS), st.integers(1, 5000))
-CONFIG_INTS = st.one_of(st.integers(1, MAX_INT), st.sampled_from(EDGE_INTS), st.integers(1, 64))
-LIMITS = st.one_of(st.integers(1, 2**53), st.sampled_from([1, 2, 16384, 65536, 2**31 - 1, 2**53]), st.integers(1, 10**6))
-
-SIZING_COUNT = {"examples": 0, "assertion_errors": 0}
-
-
-@settings(max_examples=EXAMPLES)
-@given(w=SIDES, h=SIDES, ps=CONFIG_INTS, m=CONFIG_INTS, limit=LIMITS, side=CONFIG_INTS,
-       fixed=st.one_of(st.none(), st.integers(0, MAX_INT)))
-@example(w=MAX_INT, h=MAX_INT, ps=1, m=1, limit=2**53, side=MAX_INT, fixed=None)
-@example(w=MAX_INT, h=1, ps=MAX_INT, m=MAX_INT, limit=1, side=MAX_INT, fixed=None)
-@example(w=8366, h=10, ps=14, m=2, limit=16384, side=512, fixed=None)
-def _sizing_run(w, h, ps, m, limit, side, fixed):
-    SIZING_COUNT["examples"] += 1
-    media_proc_cfg = cfg("kimi_k25", patch_size=ps, merge_kernel_size=m, in_patch_limit=limit,
-                         patch_limit_on_one_side=side, fixed_output_tokens=fixed)
-    try:
-        expected = reference.navit_resize_image(w, h, ps, m, limit, side, fixed)
-    except AssertionError as exc:
-        SIZING_COUNT["assertion_errors"] += 1
-        with pytest.raises(kimi_k3_rs.KimiK3Error, match=f"^{re.escape(str(exc))}$"):
-            kimi_k3_rs.navit_resize_config(w, h, ps, m, limit, side, fixed)
-        with pytest.raises(kimi_k3_rs.KimiK3Error, match=f"^{re.escape(str(exc))}$"):
-            kimi_k3_rs.count_image_tokens([[w, h]], media_proc_cfg)
-        return
-    assert kimi_k3_rs.navit_resize_config(w, h, ps, m, limit, side, fixed) == expected
-    assert kimi_k3_rs.count_image_tokens([[w, h]], media_proc_cfg).tolist() == [expected["num_tokens"]]
-
-
-def test_property_sizing_edges(record_property):
-    """Sizes and config integers up to 2**31 - 1 (in_patch_limit up to 2**53): the
-    reference's float64 result, or its assertion text, never a wrapped value."""
-    for key in SIZING_COUNT:
-        SIZING_COUNT[key] = 0
-    _sizing_run()
-    record(record_property, "property_sizing_edges", **SIZING_COUNT)
-
-
-def test_sizing_past_the_edges_is_a_clear_error():
-    for args in [(0, 5), (5, 0), (2**53 + 1, 5), (5, 2**64), (-1, 5)]:
-        with pytest.raises(OK_ERRORS, match="width|height|size"):
-            kimi_k3_rs.navit_resize_config(*args, 14, 2, 16384, 512)
-    for key, value in [("patch_size", MAX_INT + 1), ("merge_kernel_size", 2**63), ("in_patch_limit", 2**53 + 1),
-                       ("patch_limit_on_one_side", 2**64), ("fixed_output_tokens", MAX_INT + 1)]:
-        with pytest.raises(kimi_k3_rs.ConfigError, match=key):
-            kimi_k3_rs.count_image_tokens([[100, 100]], cfg("kimi_k25", **{key: value}))
-
-
-@pytest.mark.parametrize("sizes", [[[2**64, 1]], [[1, -(2**63) - 1]], [[float("inf"), 1]], [[float("nan"), 1]],
-                                   [[2**63 - 1, 1]], np.array([[2**64 - 1, 1]], np.uint64)])
-def test_count_image_tokens_sizes_past_int64(sizes):
-    """Sizes numpy cannot hold as int64 (or not integers at all): a ValueError or
-    TypeError, never an OverflowError (found on ba66658, fixed in 5f02da5)."""
-    with pytest.raises(OK_ERRORS):
-        kimi_k3_rs.count_image_tokens(sizes, K25)
 
 
 # ===========================================================================
