@@ -1,21 +1,28 @@
 """Shared, import-only helpers of the test suite (no kimi_k3_rs import here).
 
-Input builders, the published configs as the spec states them, case loading
-and exact-comparison helpers.  ``conftest.py`` exposes some of them as
+Input builders, the published configs as the spec states them, case loading,
+exact-comparison helpers and what the hardening tests share (``sanity_check``
+imports kimi_k3_rs when it is called).  ``conftest.py`` exposes some of them as
 fixtures; test modules import them directly (``tests/`` is on ``sys.path``).
 """
 
 from __future__ import annotations
 
+import base64
 import copy
 import io
 import json
+import os
+import re
 import struct
+import sys
+import traceback
 import zlib
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
+import pytest
 from PIL import Image
 
 import reference
@@ -431,3 +438,129 @@ def mode_image(kind: str, w: int, h: int, seed: int = 0) -> Image.Image:
         img.putpalette(_palette(rng))
         return img
     raise KeyError(kind)
+
+
+# ---------------------------------------------------------------------------
+# Shared by the hardening tests (bombs, errors, threads, memory, property / fuzz)
+# ---------------------------------------------------------------------------
+
+#: examples of the property tests; the fuzz harnesses run a quarter of it (see
+#: test_property_fuzz.py for the long profile)
+EXAMPLES = int(os.environ.get("KIMI_HARDENING_EXAMPLES", "2000"))
+FUZZ_EXAMPLES = max(EXAMPLES // 4, 50)
+#: Exceptions raised inside Pillow's decoders must come out as ImageError (findings
+#: F3 and F8, fixed in 662b6e8). ``KIMI_HARDENING_LENIENT_DECODE=1`` counts them as
+#: ``pillow_leaks`` instead of failing, to survey an older revision or a new Pillow.
+STRICT_DECODE = os.environ.get("KIMI_HARDENING_LENIENT_DECODE", "") in ("", "0")
+
+K25 = cfg("kimi_k25")
+K3 = cfg("kimi_k3")
+OK_ERRORS = (ValueError, TypeError)
+MAX_INT = 2**31 - 1
+
+LINUX = sys.platform.startswith("linux")
+needs_linux = pytest.mark.skipif(not LINUX, reason="reads /proc (Linux only)")
+needs_fork = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+
+
+def exact(msg: str) -> str:
+    """A ``match=`` pattern for exactly ``msg``."""
+    return f"^{re.escape(msg)}$"
+
+
+def u32(a: np.ndarray) -> np.ndarray:
+    """The float32 bits of ``a``."""
+    return np.ascontiguousarray(a).view(np.uint32)
+
+
+def bf16_bits(f32: np.ndarray) -> np.ndarray:
+    """Round-to-nearest-even float32 -> bfloat16, from the bits (no library)."""
+    bits = u32(f32).astype(np.uint64)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def f16_bits(f32: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore", invalid="ignore"):
+        return f32.astype(np.float16).view(np.uint16)
+
+
+def half_bits(pixel_values: np.ndarray) -> np.ndarray:
+    """The 16-bit patterns of a half-precision result (uint16, float16 or ml_dtypes.bfloat16)."""
+    assert pixel_values.itemsize == 2, pixel_values.dtype
+    return pixel_values.view(np.uint16)
+
+
+def data_url(raw: bytes, mime: str = "image/png") -> str:
+    return f"data:{mime};base64," + base64.b64encode(raw).decode("ascii")
+
+
+def set_path(media_proc_cfg, path, value):
+    """Set the dotted key ``path`` of ``media_proc_cfg`` in place."""
+    parts = path.split(".")
+    target = media_proc_cfg
+    for part in parts[:-1]:
+        target = target[part]
+    target[parts[-1]] = value
+
+
+def with_path(media_proc_cfg: Dict[str, Any], path: str, value: Any) -> Dict[str, Any]:
+    """A deep copy of ``media_proc_cfg`` with the dotted key ``path`` set."""
+    out = copy.deepcopy(media_proc_cfg)
+    set_path(out, path, value)
+    return out
+
+
+def record(record_property, name: str, **counts: Any) -> None:
+    """Print, record (junit) and optionally append to KIMI_HARDENING_REPORT the counts of a harness."""
+    line = {"test": name, "examples_setting": EXAMPLES, **counts}
+    print(f"\n[hardening] {json.dumps(line)}")
+    for key, value in counts.items():
+        record_property(key, value)
+    path = os.environ.get("KIMI_HARDENING_REPORT")
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(line) + "\n")
+
+
+def sanity_check() -> None:
+    """The library still gives the reference's bytes (called after errors)."""
+    import kimi_k3_rs  # here, not at import time (see the module docstring)
+
+    img = noise_array(40, 30, "RGBA", 3)
+    media_proc_cfg = cfg("kimi_k3", in_patch_limit=3)
+    assert_output_matches(kimi_k3_rs.preprocess(img, media_proc_cfg), reference.reference_preprocess(img, media_proc_cfg))
+
+
+def from_pillow(exc: BaseException) -> bool:
+    """Whether an exception was raised inside Pillow (its innermost frame is in PIL)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    return bool(frames) and f"{os.sep}PIL{os.sep}" in frames[-1].filename
+
+
+def encoded_seeds() -> Dict[str, bytes]:
+    """Small files of every supported format (the seeds of the truncation tests and the decode fuzzer)."""
+    rgb = Image.fromarray(np.random.default_rng(5).integers(0, 256, (23, 31, 3), dtype=np.uint8))
+    rgba = alpha_pattern_rgba(31, 23, 5)
+    seeds = {
+        "png": encode(rgb, "PNG"),
+        "png-rgba": encode(rgba, "PNG"),
+        "png-p-trns": encode(mode_image("P+bytes_trns", 31, 23, 1), "PNG"),
+        "png-i16": encode(mode_image("I;16", 31, 23, 2), "PNG"),
+        "jpeg": encode(rgb, "JPEG", quality=90),
+        "jpeg-progressive": encode(rgb, "JPEG", progressive=True),
+        "gif": encode(rgb.convert("P"), "GIF"),
+        "gif-animated": encode(rgb.convert("P"), "GIF", save_all=True, append_images=[rgba.convert("P")]),
+        "bmp": encode(rgb, "BMP"),
+        "tiff": encode(rgb, "TIFF"),
+        "tiff-lzw": encode(rgba, "TIFF", compression="tiff_lzw"),
+        "tiff-cmyk": encode(rgb.convert("CMYK"), "TIFF"),
+        "webp": encode(rgb, "WEBP", quality=80),
+        "webp-lossless": encode(rgba, "WEBP", lossless=True),
+        "ppm": encode(rgb, "PPM"),
+        "tga": encode(rgba, "TGA"),
+        "ico": encode(rgba, "ICO"),
+    }
+    return seeds
+
+
+SEEDS = encoded_seeds()

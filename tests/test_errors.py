@@ -1,38 +1,57 @@
-"""Error table: (bad input, exception class, exact message).
+"""Bad inputs, config values and options: the exception class and its message, and the library keeps working.
 
-Messages reproduced from sglang / the checkpoint code (reference-spec section 9)
-are compared in full with ``pytest.raises(Cls, match=re.escape(msg))`` anchored
-at both ends; messages of kimi_k3_rs's own must name the key and the value.
+Error table: (bad input, exception class, exact message).  Messages reproduced
+from sglang / the checkpoint code (reference-spec section 9) are compared in full
+with ``pytest.raises(Cls, match=re.escape(msg))`` anchored at both ends; messages
+of kimi_k3_rs's own must name the key and the value.  Then every entry point,
+every bad item / config value / option (a ValueError / TypeError), truncated and
+undecodable files (an ImageError naming the batch index).
 """
 
 from __future__ import annotations
 
+import base64
 import copy
 import itertools
 import re
+import struct
+import warnings
+import zlib
 from types import SimpleNamespace
+from typing import Any, Callable, List
 
 import numpy as np
 import pytest
+from PIL import Image
 
 import kimi_k3_rs
 from helpers import (
+    K25,
+    K3,
     K3_CHESSBOARD,
+    OK_ERRORS,
+    SEEDS,
+    STRICT_DECODE,
     alpha_pattern_rgba,
+    assert_bit_equal,
     assert_output_matches,
     cfg,
+    encode,
+    exact,
+    from_pillow,
     noise,
     noise_array,
+    png_chunk,
+    sanity_check,
+    set_path,
+    with_path,
 )
 from reference import reference_preprocess
 
 REQUIRED = ["patch_size", "merge_kernel_size", "in_patch_limit", "patch_limit_on_one_side", "image_mean", "image_std"]
 MISSING_PREFIX = "Kimi-K3 image processor is missing deferred-preprocessing config: "
 OWNER_MSG = "Kimi-K3 EPD owner-side preprocessing requires image_processor.media_proc_cfg"
-
-
-def exact(msg: str) -> str:
-    return f"^{re.escape(msg)}$"
+ImageError = kimi_k3_rs.ImageError
 
 
 def entry_points(media_proc_cfg, images):
@@ -242,14 +261,6 @@ BAD_VALUES = [
 ]
 
 
-def set_path(media_proc_cfg, path, value):
-    parts = path.split(".")
-    target = media_proc_cfg
-    for part in parts[:-1]:
-        target = target[part]
-    target[parts[-1]] = value
-
-
 @pytest.mark.parametrize("key,value,shown", BAD_VALUES, ids=[f"{k}={v!r}" for k, v, _ in BAD_VALUES])
 def test_bad_config_values(key, value, shown):
     media_proc_cfg = cfg("kimi_k3")
@@ -319,3 +330,325 @@ def test_side_limit_error_through_preprocess():
     except ValueError as exc:
         enc_msg = str(exc)
     assert enc_msg == msg
+
+
+# ---------------------------------------------------------------------------
+# bad items, config values and options on every entry point: ValueError / TypeError
+# ---------------------------------------------------------------------------
+
+def _dds_unknown_pixel_format() -> bytes:
+    """A 128-byte DDS header whose pixel format flags are 0 (Pillow: NotImplementedError)."""
+    return (b"DDS " + struct.pack("<I", 124) + struct.pack("<6I", 0x1007, 4, 4, 0, 0, 0) + b"\0" * 44
+            + struct.pack("<4I", 32, 0, 0, 0) + b"\0" * 36)
+
+
+def _png_broken_chunk() -> bytes:
+    """A 4x4 PNG whose IDAT continues in a chunk with a non-alphabetic type
+    (Pillow's load: ``SyntaxError: broken PNG file``)."""
+    raw = np.arange(48, dtype=np.uint8).reshape(4, 4, 3)
+    z = zlib.compress(b"".join(b"\x00" + raw[y].tobytes() for y in range(4)))
+    return (b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", struct.pack(">IIBBBBB", 4, 4, 8, 2, 0, 0, 0))
+            + png_chunk(b"IDAT", z[:5]) + png_chunk(b"\x00\x00\x00\x00", z[5:]) + png_chunk(b"IEND", b""))
+
+
+BAD_ITEM_OBJECTS = {
+    "object-array": np.array([[None, 1]], dtype=object),
+    "structured-array": np.zeros((4, 4), dtype=[("a", "u1"), ("b", "u1")]),
+    "complex-array": np.zeros((4, 4, 3), np.complex64),
+    "float16-array": np.zeros((4, 4, 3), np.float16),
+    "datetime-array": np.zeros((4, 4), "datetime64[s]"),
+    "7-channels": np.zeros((4, 4, 7), np.uint8),
+    "100000-channels": np.zeros((1, 1, 100000), np.uint8),
+    "5d": np.zeros((1, 2, 2, 3, 1), np.uint8),
+    "zero-size-3d": np.zeros((0, 0, 3), np.uint8),
+    "zero-channels-2x2": np.zeros((2, 2, 0), np.uint8),
+    "set": {1, 2},
+    "frozenset": frozenset(),
+    "bool": True,
+    "complex": 1j,
+    "range": range(3),
+    "generator": (i for i in range(3)),
+    "type": np.ndarray,
+    "ellipsis": ...,
+    "nested-list": [[np.zeros((4, 4), np.uint8)]],
+    "empty-bytes": b"",
+    "png-signature-only": b"\x89PNG\r\n\x1a\n",
+    "junk-bytes": bytes(range(256)) * 4,
+    "html": b"<html><body>not an image</body></html>",
+    "json": b'{"image": [1, 2, 3]}',
+    "bytearray-junk": bytearray(b"GIF89a\x01"),
+    "memoryview-junk": memoryview(b"BM" + b"\xff" * 60),
+    "empty-str": "",
+    "missing-file": "/nonexistent/dir/image.png",
+    "directory": ".",
+    "nul-in-path": "image\0.png",
+    "data-url-empty": "data:image/png;base64,",
+    "data-url-no-comma": "data:image/png;base64",
+    "data-url-junk": "data:image/png;base64," + base64.b64encode(b"not an image").decode(),
+    "data-url-bad-base64": "data:image/png;base64,abc",
+    "media-dict-none": {"type": "image", "image": None},
+    "media-dict-nested": {"type": "image", "image": {"type": "image", "image": b""}},
+    "closed-pil": None,  # built in the test (a closed image)
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_ITEM_OBJECTS))
+def test_bad_items_raise_value_or_type_error(name, tmp_path):
+    item = BAD_ITEM_OBJECTS[name]
+    if name == "closed-pil":
+        item = Image.new("RGB", (4, 4))
+        item.close()
+    for images in ([item], [noise(9, 9, "RGB", 0), item]):
+        with pytest.raises(OK_ERRORS) as info:
+            kimi_k3_rs.preprocess(images, K3)
+        assert str(info.value), "an error without a message"
+        with pytest.raises(OK_ERRORS):
+            kimi_k3_rs.KimiK3VisionProcessor(K25).preprocess(images)
+        try:
+            kimi_k3_rs.prepare_kimi_k3_encoder_inputs(images, K25).materialize()
+        except OK_ERRORS:
+            pass
+        else:  # prepare is lazy, materialize must fail
+            pytest.fail("prepare + materialize accepted a bad item")
+    sanity_check()
+
+
+DECODER_LEAKS = {
+    "png-broken-chunk": _png_broken_chunk,  # SyntaxError from Pillow's load
+    "dds-unknown-pixel-format": _dds_unknown_pixel_format,  # NotImplementedError from Image.open
+}
+
+
+@pytest.mark.parametrize("name", sorted(DECODER_LEAKS))
+def test_decoder_errors_are_image_errors(name):
+    data = DECODER_LEAKS[name]()
+    with pytest.raises(kimi_k3_rs.ImageError):
+        kimi_k3_rs.preprocess([data], K25)
+    with pytest.raises(kimi_k3_rs.ImageError):
+        kimi_k3_rs.prepare_kimi_k3_encoder_inputs([data], K25).materialize()
+
+
+@pytest.mark.parametrize("name", sorted(SEEDS))
+def test_truncated_files(name, tmp_path):
+    """Every prefix length class of every format: the reference's result, or a
+    ValueError / TypeError (from bytes and from a file)."""
+    data = SEEDS[name]
+    media_proc_cfg = cfg("kimi_k3", in_patch_limit=4)
+    cuts = sorted({0, 1, 4, 8, 12, 16, 24, 33, 64, len(data) // 3, len(data) // 2, len(data) - 40,
+                   len(data) - 12, len(data) - 2, len(data) - 1})
+    path = tmp_path / f"cut.{name}"
+    for cut in (c for c in cuts if 0 <= c < len(data)):
+        part = data[:cut]
+        path.write_bytes(part)
+        for item in (part, str(path)):
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    out = kimi_k3_rs.preprocess(item, media_proc_cfg)
+            except OK_ERRORS:
+                continue
+            except Exception as exc:
+                if from_pillow(exc) and not STRICT_DECODE:
+                    continue  # lenient mode only (F3)
+                raise
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                assert_output_matches(out, reference_preprocess(part, media_proc_cfg))
+    sanity_check()
+
+
+NAN, INF = float("nan"), float("inf")
+#: (key path, value): extends tests/test_errors.py BAD_VALUES with the edges
+BAD_CONFIG_VALUES = [
+    ("patch_size", INF), ("patch_size", -INF), ("patch_size", NAN), ("patch_size", 2**31), ("patch_size", 2**64),
+    ("patch_size", 14.0), ("patch_size", np.float64(14)), ("patch_size", [14]), ("patch_size", 1e300),
+    ("merge_kernel_size", INF), ("merge_kernel_size", NAN), ("merge_kernel_size", 2**31), ("merge_kernel_size", None),
+    ("in_patch_limit", INF), ("in_patch_limit", 2**53 + 1), ("in_patch_limit", 2**64), ("in_patch_limit", 16384.0),
+    ("in_patch_limit", None),
+    ("patch_limit_on_one_side", INF), ("patch_limit_on_one_side", NAN), ("patch_limit_on_one_side", 2**31),
+    ("patch_limit_on_one_side", True), ("patch_limit_on_one_side", None),
+    ("image_mean", [INF, 0.5, 0.5]), ("image_mean", [0.5, -INF, 0.5]), ("image_mean", np.zeros(4)),
+    ("image_mean", np.zeros((1, 3))), ("image_mean", {"r": 0.5, "g": 0.5, "b": 0.5}), ("image_mean", {0.1, 0.2, 0.3}),
+    ("image_mean", [0.5, None, 0.5]), ("image_mean", [1j, 0.5, 0.5]), ("image_mean", []), ("image_mean", b"abc"),
+    ("image_std", [0.5, 0.5, -0.0]), ("image_std", [INF, 0.5, 0.5]), ("image_std", np.zeros(3)),
+    ("image_std", [0.5, 0.5, NAN]), ("image_std", "abc"),
+    ("fixed_output_tokens", NAN), ("fixed_output_tokens", INF), ("fixed_output_tokens", -1),
+    ("fixed_output_tokens", 2**31), ("fixed_output_tokens", "5"), ("fixed_output_tokens", [5]),
+    ("fixed_output_tokens", True),
+    ("transparent_bg_fill_stage", None), ("transparent_bg_fill_stage", ""), ("transparent_bg_fill_stage", 0),
+    ("transparent_bg_fill_stage", ["after_resize"]),
+    ("transparent_bg_config", 0), ("transparent_bg_config", "white"), ("transparent_bg_config", [("pattern", "white")]),
+    ("transparent_bg_config.pattern", None), ("transparent_bg_config.pattern", 1),
+    ("transparent_bg_config.pattern", "checkerboard"),
+    ("transparent_bg_config.chessboard_square_size", 2**31), ("transparent_bg_config.chessboard_square_size", INF),
+    ("transparent_bg_config.chessboard_square_size", 8.5), ("transparent_bg_config.chessboard_square_size", None),
+    ("transparent_bg_config.chessboard_white_value", NAN), ("transparent_bg_config.chessboard_white_value", 255.5),
+    ("transparent_bg_config.chessboard_white_value", 1e300), ("transparent_bg_config.chessboard_gray_value", INF),
+    ("transparent_bg_config.chessboard_gray_value", None),
+    ("transparent_bg_config.chessboard_square_on_top_left", "yes"),
+    ("transparent_bg_config.chessboard_square_on_top_left", 2),
+    ("transparent_bg_config.chessboard_square_on_top_left", None),
+]
+
+
+@pytest.mark.parametrize("key,value", BAD_CONFIG_VALUES, ids=[f"{k}={v!r}" for k, v in BAD_CONFIG_VALUES])
+def test_bad_config_values_on_every_entry_point(key, value):
+    """A ValueError / TypeError that names the key (the pattern check names the
+    pattern, as the reference does), from every function that takes a config."""
+    media_proc_cfg = with_path(K3, key, value)
+    name = key.split(".")[-1]
+    calls: List[Callable[[], Any]] = [
+        lambda: kimi_k3_rs.preprocess([noise(30, 30, "RGBA", 0)], media_proc_cfg),
+        lambda: kimi_k3_rs.KimiK3VisionProcessor(media_proc_cfg),
+        lambda: kimi_k3_rs.prepare_kimi_k3_encoder_inputs([noise(30, 30, "RGBA", 0)], media_proc_cfg),
+        lambda: kimi_k3_rs.count_image_tokens([[30, 30]], media_proc_cfg),
+        lambda: kimi_k3_rs.MediaProcConfig.from_dict(media_proc_cfg),
+    ]
+    for call in calls:
+        with pytest.raises(OK_ERRORS) as info:
+            call()
+        msg = str(info.value)
+        assert name in msg or (name == "pattern" and "pattern" in msg.lower()) or (
+            key == "transparent_bg_config" and "transparent_bg_config" in msg
+        ), msg
+    sanity_check()
+
+
+#: option -> bad values (every entry point that takes options)
+BAD_OPTIONS = {
+    "num_threads": [0, -1, 1025, 2**64, 2.0, "2", True, [2]],
+    "dtype": ["float64", "float", None, np.float32, 1, ""],
+    "pillow_compat": [13, "14", "12 ", None, "", b"13"],
+    "max_image_pixels": [0, -5, 1.5, "100", True, [100], float("inf")],
+    "exif_transpose": [1, 0, "yes", None],
+}
+
+
+@pytest.mark.parametrize("option", sorted(BAD_OPTIONS))
+def test_bad_options_on_every_entry_point(option):
+    img = noise_array(20, 20, "RGB", 0)
+    for value in BAD_OPTIONS[option]:
+        kw = {option: value}
+        calls = [lambda: kimi_k3_rs.preprocess(img, K25, **kw), lambda: kimi_k3_rs.KimiK3VisionProcessor(K25, **kw)]
+        if value is not None:  # None means "the processor's own" in prepare
+            calls.append(lambda: kimi_k3_rs.prepare_kimi_k3_encoder_inputs([img], K25, **kw))
+        for call in calls:
+            with pytest.raises(OK_ERRORS, match=option.split("_")[0]):
+                call()
+    sanity_check()
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-1", "1025", "99999999999999999999", "2.5", "²"])
+def test_bad_num_threads_environment(value, monkeypatch):
+    monkeypatch.setenv("KIMI_K3_RS_NUM_THREADS", value)
+    with pytest.raises(ValueError, match="KIMI_K3_RS_NUM_THREADS|num_threads"):
+        kimi_k3_rs.preprocess(noise_array(20, 20, "RGB", 0), K25)
+    monkeypatch.delenv("KIMI_K3_RS_NUM_THREADS")
+    sanity_check()
+
+
+@pytest.mark.parametrize(
+    "out",
+    [
+        np.zeros((4, 3, 14, 14), np.float64),
+        np.zeros((4, 3, 14, 14), np.float32)[::-1],
+        np.zeros((4, 3, 14, 14), np.float32, order="F"),
+        np.zeros((5, 3, 14, 14), np.float32),
+        np.zeros((4 * 3 * 14 * 14,), np.float32),
+        np.zeros((4, 3, 14, 14), np.uint16),
+        "out",
+    ],
+    ids=["float64", "reversed", "fortran", "wrong-rows", "flat", "uint16-for-float32", "str"],
+)
+def test_bad_out_arrays(out):
+    """``out`` mistakes are errors, the array is left as it was where it was refused."""
+    img = noise_array(28, 28, "RGB", 0)  # 2 x 2 patches under K2.5
+    before = out.copy() if isinstance(out, np.ndarray) else None
+    with pytest.raises(OK_ERRORS, match="out"):
+        kimi_k3_rs.preprocess(img, K25, out=out)
+    if before is not None:
+        assert np.array_equal(out, before)
+    readonly = np.zeros((4, 3, 14, 14), np.float32)
+    readonly.flags.writeable = False
+    with pytest.raises(OK_ERRORS, match="out|writeable"):
+        kimi_k3_rs.preprocess(img, K25, out=readonly)
+    assert not readonly.any()
+    sanity_check()
+
+
+def test_out_of_the_wrong_rank_is_named_with_its_shape():
+    img = noise_array(28, 28, "RGB", 0)  # 2 x 2 patches under K2.5
+    want = r"out must be a 4-D float32 numpy array of shape \[4, 3, 14, 14\], got shape \(2352,\)"
+    with pytest.raises(kimi_k3_rs.ImageError, match=want):
+        kimi_k3_rs.preprocess(img, K25, out=np.zeros(4 * 3 * 14 * 14, np.float32))
+
+
+# ---------------------------------------------------------------------------
+# unreadable inputs name their batch index; the library keeps working
+# ---------------------------------------------------------------------------
+
+
+def undecodable(tmp_path):
+    good_png = encode(noise(60, 40, "RGB", 0), "PNG")
+    good_jpeg = encode(noise(200, 150, "RGB", 1), "JPEG")
+    return {
+        "garbage bytes": b"definitely not an image",
+        "empty bytes": b"",
+        "truncated PNG": good_png[: len(good_png) // 2],
+        "PNG signature only": good_png[:8],
+        "truncated JPEG": good_jpeg[: len(good_jpeg) // 2],
+        "missing file": str(tmp_path / "missing.png"),
+        "missing Path": tmp_path / "missing.jpg",
+        "directory": str(tmp_path),
+        "data URL of garbage": "data:image/png;base64," + base64.b64encode(b"garbage!").decode(),
+        "garbage media dict": {"type": "image", "image": b"\x89PNG\r\n\x1a\n" + b"\0" * 30},
+    }
+
+
+def test_unreadable_inputs_name_their_index(tmp_path):
+    media_proc_cfg = cfg("kimi_k3", in_patch_limit=600)
+    good = [noise(300, 200, "RGB", 5), encode(alpha_pattern_rgba(120, 90, 6), "PNG"), noise_array(50, 40, "L", 7)]
+    ref = reference_preprocess(good, media_proc_cfg)
+    processor = kimi_k3_rs.KimiK3VisionProcessor(media_proc_cfg)
+    for what, bad in undecodable(tmp_path).items():
+        for index in (0, 1, 3):
+            batch = good[:index] + [bad] + good[index:]
+            for call in (lambda: kimi_k3_rs.preprocess(batch, media_proc_cfg),
+                         lambda: processor.preprocess([{"type": "image", "image": b} if not isinstance(b, dict) else b
+                                                       for b in batch])):
+                with pytest.raises(kimi_k3_rs.ImageError) as info:
+                    call()
+                msg = str(info.value)
+                assert msg.startswith(f"image {index}: "), (what, msg)
+                assert "\n" not in msg and not isinstance(info.value, kimi_k3_rs.ImageTooLargeError), what
+        # the next call works
+        assert_output_matches(kimi_k3_rs.preprocess(good, media_proc_cfg), ref)
+        assert_output_matches(processor.preprocess(good), ref)
+
+
+def test_truncated_file_fails_cleanly_in_materialize():
+    """A truncated file passes prepare (header only) and fails in materialize with ImageError."""
+    png = encode(noise(200, 150, "RGB", 1), "PNG")
+    truncated = png[: len(png) // 2]
+    media_proc_cfg = kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG
+    enc = kimi_k3_rs.prepare_kimi_k3_encoder_inputs([png, truncated], media_proc_cfg)
+    assert enc.grid_thws.tolist() == [[1, 12, 16], [1, 12, 16]]  # 200x150 padded to 224x168
+    with pytest.raises(kimi_k3_rs.ImageError, match="truncated"):
+        enc.materialize([1])
+    ref = reference_preprocess(png, media_proc_cfg)
+    assert_bit_equal(enc.materialize([0])[0], ref[0])
+
+
+def test_materialize_error_names_the_prepared_index():
+    png = encode(noise(200, 150, "RGB", 1), "PNG")
+    enc = kimi_k3_rs.prepare_kimi_k3_encoder_inputs([png, png, png[:300]], kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG)
+    for indices in ([2], [0, 2], [2, 1]):
+        with pytest.raises(kimi_k3_rs.ImageError, match=r"^image 2: "):
+            enc.materialize(indices)
+
+
+@pytest.mark.parametrize("url", ["data:image/png;base64,AAAAA", "data:,A", "data:no-comma"])
+def test_malformed_data_url_is_an_image_error_naming_its_index(url):
+    media_proc_cfg = kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG
+    with pytest.raises(kimi_k3_rs.ImageError, match=r"^image 1: "):
+        kimi_k3_rs.preprocess([noise(30, 30, "RGB", 0), url], media_proc_cfg)

@@ -17,10 +17,8 @@ real tensors wherever torch is importable.
 
 from __future__ import annotations
 
-import base64
 import functools
 import io
-import re
 import warnings
 
 import numpy as np
@@ -35,7 +33,9 @@ from helpers import (
     ROCKET,
     assert_output_matches,
     cfg,
+    data_url,
     encode,
+    exact,
     k3_before,
     mode_image,
     noise_array,
@@ -51,18 +51,10 @@ CONFIGS = {
 }
 
 
-def exact(msg: str) -> str:
-    return f"^{re.escape(msg)}$"
-
-
 def opened(raw: bytes) -> Image.Image:
     img = Image.open(io.BytesIO(raw))
     img.load()
     return img
-
-
-def data_url(raw: bytes, mime: str = "image/png") -> str:
-    return f"data:{mime};base64," + base64.b64encode(raw).decode("ascii")
 
 
 @functools.lru_cache(maxsize=None)

@@ -6,6 +6,7 @@
 * ``to_dict`` / ``save_pretrained`` / ``from_pretrained`` round trips;
 * sglang's deferred pattern replayed on a mixed batch: prepare on every rank, split
   by owner rank, materialize, gather, compare with ``tests/reference.py`` bit for bit;
+  the deferred flow follows its processor's options and detects a replaced file;
 * the two scripts in ``examples/`` run (so CI runs them), with and without transformers.
 
 The reported cases about token counts, grids, output keys and configs are in
@@ -33,6 +34,7 @@ import kimi_k3_rs.processor as processor_module
 from helpers import (
     K3_CFG,
     K25_CFG,
+    REF_COMPAT,
     REPO_DIR,
     alpha_pattern_la,
     alpha_pattern_rgba,
@@ -40,10 +42,12 @@ from helpers import (
     assert_output_matches,
     cfg,
     encode,
+    exact,
     mode_image,
     noise,
     noise_array,
     split_by_grid,
+    u32,
 )
 from reference import navit_resize_image, reference_preprocess
 
@@ -422,6 +426,55 @@ def test_deferred_with_half_precision_processor(tmp_path):
     parts.update(zip([1, 2, 4], enc.materialize([1, 2, 4])))
     gathered = np.concatenate([parts[i].view(np.uint16) for i in range(len(items))])
     assert_bit_equal(gathered, want, "bfloat16 rows")
+
+
+# ---------------------------------------------------------------------------
+# the deferred flow follows its processor
+# ---------------------------------------------------------------------------
+
+
+def test_prepare_follows_processor_pillow_compat():
+    media_proc_cfg = kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG
+    img = noise(1242, 2688, "RGB", 0)  # K2.5: 1242x2688 -> 1038x2248, vertical pass first under "13"
+    by_compat = {c: kimi_k3_rs.KimiK3VisionProcessor(media_proc_cfg, pillow_compat=c) for c in ("12", "13")}
+    outs = {c: p.preprocess([{"type": "image", "image": img}]) for c, p in by_compat.items()}
+    assert not np.array_equal(u32(outs["12"]["pixel_values"]), u32(outs["13"]["pixel_values"]))
+    assert_output_matches(outs[REF_COMPAT], reference_preprocess(img, media_proc_cfg))
+    for compat, processor in by_compat.items():
+        assert processor.pillow_compat == compat
+        enc = kimi_k3_rs.prepare_kimi_k3_encoder_inputs([img], processor)
+        assert_bit_equal(enc.grid_thws, outs[compat]["grid_thws"], "grid_thws")
+        assert_bit_equal(enc.materialize()[0], outs[compat]["pixel_values"], f"materialize {compat}")
+        # an explicit pillow_compat wins over the processor's
+        other = {"12": "13", "13": "12"}[compat]
+        enc = kimi_k3_rs.prepare_kimi_k3_encoder_inputs([img], processor, pillow_compat=other)
+        assert_bit_equal(enc.materialize()[0], outs[other]["pixel_values"], "override")
+    # mutating the copy returned by media_proc_cfg changes neither path
+    processor = by_compat["12"]
+    mutated = processor.media_proc_cfg
+    mutated["in_patch_limit"] = 100
+    mutated["image_mean"][0] = 0.9
+    mutated["patch_size"] = 16
+    assert processor.media_proc_cfg == media_proc_cfg
+    assert_output_matches(processor.preprocess([img]), (outs["12"]["pixel_values"], outs["12"]["grid_thws"]))
+    enc = kimi_k3_rs.prepare_kimi_k3_encoder_inputs([img], processor)
+    assert_bit_equal(enc.materialize()[0], outs["12"]["pixel_values"], "after mutation")
+
+
+def test_materialize_detects_a_replaced_file(tmp_path):
+    media_proc_cfg = kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG
+    path = tmp_path / "img.png"
+    other = noise(64, 48, "RGB", 1)
+    noise(300, 200, "RGB", 0).save(path)
+    enc = kimi_k3_rs.prepare_kimi_k3_encoder_inputs([other, str(path)], media_proc_cfg)
+    assert enc.grid_thws.tolist() == [[1, 4, 6], [1, 16, 22]]
+    noise(200, 300, "RGB", 2).save(path)  # replaced: other size
+    msg = "Kimi-K3 deferred CPU preprocessing produced wrong grids"
+    for indices in (None, [1], [1, 0]):
+        with pytest.raises(ValueError, match=exact(msg)):
+            enc.materialize(indices)
+    # the image that did not change still materializes
+    assert_bit_equal(enc.materialize([0])[0], reference_preprocess(other, media_proc_cfg)[0])
 
 
 # ---------------------------------------------------------------------------

@@ -1,0 +1,743 @@
+"""Decompression bombs and size limits: ``max_image_pixels``, bombs in every format, ICO guards, outputs that overflow or cannot be allocated.
+
+Encoded inputs whose header claims more than ``max_image_pixels`` are refused from
+the header with ``ImageTooLargeError`` (memory measured in a subprocess); ICO files
+are checked from their directory and embedded headers before Pillow opens them;
+the sizing-only paths work at any size; an output size that overflows or cannot be
+allocated is a clean error and the library keeps working.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import re
+import struct
+import subprocess
+import sys
+import textwrap
+import warnings
+import zlib
+from pathlib import Path
+from typing import Any, Dict, List
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import kimi_k3_rs
+import reference
+from helpers import (
+    K25,
+    K3,
+    MAX_INT,
+    alpha_pattern_rgba,
+    assert_bit_equal,
+    assert_output_matches,
+    bomb_png,
+    cfg,
+    data_url,
+    encode,
+    needs_linux,
+    noise,
+    noise_array,
+    png_chunk,
+    sanity_check,
+)
+from reference import navit_resize_image, reference_preprocess
+
+ImageError = kimi_k3_rs.ImageError
+
+
+# ---------------------------------------------------------------------------
+# max_image_pixels and decompression bombs (R19)
+# ---------------------------------------------------------------------------
+
+
+def test_image_too_large_error_class():
+    assert issubclass(kimi_k3_rs.ImageTooLargeError, kimi_k3_rs.ImageError)
+    assert issubclass(kimi_k3_rs.ImageTooLargeError, ValueError)
+    assert kimi_k3_rs.DEFAULT_MAX_IMAGE_PIXELS == 2 * Image.MAX_IMAGE_PIXELS == 178956970
+
+
+def bomb_inputs(tmp_path):
+    raw = bomb_png()
+    assert len(raw) == 65
+    path = tmp_path / "bomb.png"
+    path.write_bytes(raw)
+    url = "data:image/png;base64," + base64.b64encode(raw).decode()
+    return {"bytes": raw, "str path": str(path), "Path": path, "data URL": url,
+            "bytearray": bytearray(raw), "media dict": {"type": "image", "image": raw}}
+
+
+def test_bomb_raises_image_too_large(tmp_path):
+    media_proc_cfg = kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG
+    good = noise(64, 48, "RGB", 1)
+    ref = reference_preprocess(good, media_proc_cfg)
+    processor = kimi_k3_rs.KimiK3VisionProcessor(media_proc_cfg)
+    for what, item in bomb_inputs(tmp_path).items():
+        for call in (lambda: kimi_k3_rs.preprocess(item, media_proc_cfg),
+                     lambda: kimi_k3_rs.preprocess([good, item], media_proc_cfg, num_threads=2),
+                     lambda: processor.preprocess([good, item])):
+            with pytest.raises(kimi_k3_rs.ImageTooLargeError, match="10000000000"):
+                call()
+        assert_output_matches(kimi_k3_rs.preprocess(good, media_proc_cfg), ref)
+
+
+def test_small_limit_and_none(tmp_path):
+    media_proc_cfg = kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG
+    img = noise(100, 100, "RGB", 3)
+    png = encode(img, "PNG")
+    path = tmp_path / "img.png"
+    path.write_bytes(png)
+    url = "data:image/png;base64," + base64.b64encode(png).decode()
+    ref = reference_preprocess(img, media_proc_cfg)
+    for item in (png, str(path), path, url, {"type": "image", "image": png}):
+        for limit in (1000, 9999):
+            with pytest.raises(kimi_k3_rs.ImageTooLargeError, match=f"max_image_pixels={limit}"):
+                kimi_k3_rs.preprocess(item, media_proc_cfg, max_image_pixels=limit)
+            with pytest.raises(kimi_k3_rs.ImageTooLargeError):
+                kimi_k3_rs.KimiK3VisionProcessor(media_proc_cfg, max_image_pixels=limit).preprocess([item])
+        for limit in (10000, None, kimi_k3_rs.DEFAULT_MAX_IMAGE_PIXELS):  # width * height <= limit
+            assert_output_matches(kimi_k3_rs.preprocess(item, media_proc_cfg, max_image_pixels=limit), ref)
+            assert_output_matches(
+                kimi_k3_rs.KimiK3VisionProcessor(media_proc_cfg, max_image_pixels=limit).preprocess([item]), ref)
+    # decoded images and pixel arrays are not limited (their memory is already spent)
+    for item in (img, np.asarray(img)):
+        assert_output_matches(kimi_k3_rs.preprocess(item, media_proc_cfg, max_image_pixels=1), ref)
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, 1.5, "1000", 1e9])
+def test_bad_max_image_pixels(bad):
+    media_proc_cfg = kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG
+    with pytest.raises(ValueError, match="max_image_pixels"):
+        kimi_k3_rs.preprocess(noise(10, 10, "RGB", 0), media_proc_cfg, max_image_pixels=bad)
+    with pytest.raises(ValueError, match="max_image_pixels"):
+        kimi_k3_rs.KimiK3VisionProcessor(media_proc_cfg, max_image_pixels=bad)
+
+
+def test_max_image_pixels_above_pillows_limit_is_honoured(monkeypatch):
+    # Pillow's own limit scaled down (2 x 1000 pixels) so that the check is cheap to reach:
+    # in a default install the same happens to any image over 178,956,970 pixels.
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)
+    media_proc_cfg = kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG
+    img = noise(100, 100, "RGB", 3)
+    ref = reference_preprocess(img, media_proc_cfg)
+    png = encode(img, "PNG")
+    assert_output_matches(kimi_k3_rs.preprocess(png, media_proc_cfg, max_image_pixels=None), ref)
+    assert_output_matches(kimi_k3_rs.preprocess(png, media_proc_cfg, max_image_pixels=20000), ref)
+
+
+def test_bomb_peak_memory_stays_small(tmp_path):
+    """Refused from the 65-byte header: no 30 GB canvas, not even a 100 MB one."""
+    items = bomb_inputs(tmp_path)
+    script = textwrap.dedent(
+        f"""
+        import base64, resource, sys
+        import numpy as np
+        import kimi_k3_rs
+        raw = {items['bytes']!r}
+        items = [raw, {items['str path']!r}, "data:image/png;base64," + base64.b64encode(raw).decode()]
+        cfg = kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG
+        kimi_k3_rs.preprocess(np.zeros((28, 28, 3), np.uint8), cfg)  # warm up
+        before = int([line for line in open('/proc/self/status') if line.startswith('VmHWM:')][0].split()[1])
+        for item in items:
+            for call in (lambda: kimi_k3_rs.preprocess(item, cfg),
+                         lambda: kimi_k3_rs.prepare_kimi_k3_encoder_inputs([item], cfg).materialize()):
+                try:
+                    call()
+                except kimi_k3_rs.ImageTooLargeError:
+                    pass
+                else:
+                    sys.exit("no ImageTooLargeError")
+        enc = kimi_k3_rs.prepare_kimi_k3_encoder_inputs(items, cfg)
+        assert enc.num_tokens == [4096] * 3, enc.num_tokens
+        after = int([line for line in open('/proc/self/status') if line.startswith('VmHWM:')][0].split()[1])
+        print(before, after)
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    before_kb, after_kb = map(int, proc.stdout.split()[-2:])
+    assert after_kb - before_kb < 50 * 1024, (before_kb, after_kb)
+
+
+@pytest.mark.parametrize("preset", ["KIMI_K25_MEDIA_PROC_CFG", "KIMI_K3_MEDIA_PROC_CFG"])
+def test_prepare_on_bomb_gives_size_only_geometry(tmp_path, preset):
+    media_proc_cfg = getattr(kimi_k3_rs, preset)
+    rc = navit_resize_image(100000, 100000, 14, 2, media_proc_cfg["in_patch_limit"], 512, None)
+    grid = [1, (rc["new_height"] + rc["pad_height"]) // 14, (rc["new_width"] + rc["pad_width"]) // 14]
+    if preset == "KIMI_K25_MEDIA_PROC_CFG":
+        assert grid == [1, 128, 128] and rc["num_tokens"] == 4096  # R19's size_math_only
+    items = list(bomb_inputs(tmp_path).values())
+    for owner in (media_proc_cfg, kimi_k3_rs.KimiK3VisionProcessor(media_proc_cfg)):
+        enc = kimi_k3_rs.prepare_kimi_k3_encoder_inputs(items, owner)
+        assert enc.grid_thws.tolist() == [grid] * len(items)
+        assert enc.num_tokens == [rc["num_tokens"]] * len(items)
+        assert enc.resize_configs == [rc] * len(items)
+        assert enc.original_image_sizes == [[100000, 100000]] * len(items)
+        for i in range(len(items)):
+            with pytest.raises(kimi_k3_rs.ImageTooLargeError):
+                enc.materialize([i])
+
+
+def test_prepare_follows_max_image_pixels():
+    media_proc_cfg = kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG
+    img = noise(100, 100, "RGB", 3)
+    png = encode(img, "PNG")
+    ref = reference_preprocess(img, media_proc_cfg)
+    limited = kimi_k3_rs.KimiK3VisionProcessor(media_proc_cfg, max_image_pixels=1000)
+    for enc in (kimi_k3_rs.prepare_kimi_k3_encoder_inputs([png], media_proc_cfg, max_image_pixels=1000),
+                kimi_k3_rs.prepare_kimi_k3_encoder_inputs([png], limited)):
+        assert enc.grid_thws.tolist() == ref[1].tolist()  # sizing is never limited
+        with pytest.raises(kimi_k3_rs.ImageTooLargeError):
+            enc.materialize()
+    enc = kimi_k3_rs.prepare_kimi_k3_encoder_inputs([png], limited, max_image_pixels=None)
+    assert_bit_equal(enc.materialize()[0], ref[0])
+
+
+# ---------------------------------------------------------------------------
+# decompression bombs in other formats and ICO guards
+# ---------------------------------------------------------------------------
+
+def _gif_header(w: int, h: int) -> bytes:
+    """A 30-byte GIF whose screen and first frame claim w x h."""
+    return (b"GIF89a" + struct.pack("<HHBBB", w, h, 0, 0, 0) + b"," + struct.pack("<HHHHB", 0, 0, w, h, 0)
+            + b"\x02\x02\x44\x01\x00;")
+
+
+def _bmp_header(w: int, h: int) -> bytes:
+    """A 54-byte BMP header claiming w x h, 24-bit, no pixels."""
+    return b"BM" + struct.pack("<IHHI", 0, 0, 0, 54) + struct.pack("<IiiHHIIiiII", 40, w, h, 1, 24, 0, 0, 0, 0, 0, 0)
+
+
+def test_bomb_png_is_image_too_large_everywhere(tmp_path):
+    """The 65-byte PNG claiming 100000x100000: ImageTooLargeError (a ValueError) for
+    bytes, bytearray, memoryview, str and Path files, data URLs, media dicts, in
+    any batch position; the processor too; the library keeps working."""
+    raw = bomb_png()
+    assert len(raw) == 65
+    path = tmp_path / "bomb.png"
+    path.write_bytes(raw)
+    items = [raw, bytearray(raw), memoryview(raw), str(path), path, data_url(raw), {"type": "image", "image": raw}]
+    for item in items:
+        for images in ([item], [noise(20, 20, "RGB", 0), item]):
+            with pytest.raises(kimi_k3_rs.ImageTooLargeError) as info:
+                kimi_k3_rs.preprocess(images, K25)
+            assert isinstance(info.value, kimi_k3_rs.ImageError) and isinstance(info.value, ValueError)
+            assert re.search(r"10000000000|100000x100000", str(info.value)), str(info.value)
+            with pytest.raises(kimi_k3_rs.ImageTooLargeError):
+                kimi_k3_rs.KimiK3VisionProcessor(K25).preprocess(images)
+    sanity_check()
+
+
+OTHER_BOMBS = {
+    "gif": _gif_header(65535, 65535),
+    "bmp": _bmp_header(100000, 100000),
+    "png-wide": bomb_png(2**31 - 1, 1000),
+    "png-max": bomb_png(2**31 - 1, 2**31 - 1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OTHER_BOMBS))
+def test_bombs_in_other_formats(name):
+    data = OTHER_BOMBS[name]
+    with pytest.raises(kimi_k3_rs.ImageTooLargeError):
+        kimi_k3_rs.preprocess(data, K25)
+    w, h = kimi_k3_rs.prepare_kimi_k3_encoder_inputs([data], K25).original_image_sizes[0]
+    assert w * h > 178956970
+
+
+def _gif_growing_frame(w: int, h: int) -> bytes:
+    """A 29-byte GIF whose logical screen is 1x1 and whose first frame is w x h
+    (Pillow grows the canvas, and checks its own limit, inside ``_open``)."""
+    return (b"GIF89a" + struct.pack("<HHBBB", 1, 1, 0, 0, 0) + b"," + struct.pack("<HHHHB", 0, 0, w, h, 0)
+            + b"\x02\x02\x44\x01\x00;")
+
+
+def _ico_with(image: bytes, bpp: int = 32, dim: tuple = (16, 16)) -> bytes:
+    """An ICO whose only directory entry says ``dim`` (256 is written as 0) and holds ``image``."""
+    return _ico_of([(dim, bpp, image)])
+
+
+def _ico_of(entries: List[Any]) -> bytes:
+    """An ICO of ``(dim, bpp, image)`` entries, the images laid out after the directory."""
+    directory, body = b"", b""
+    for (width, height), bpp, image in entries:
+        offset = 6 + 16 * len(entries) + len(body)
+        directory += struct.pack("<BBBBHHII", width % 256, height % 256, 0, 0, 1, bpp, len(image), offset)
+        body += image
+    return struct.pack("<HHH", 0, 1, len(entries)) + directory + body
+
+
+@pytest.mark.parametrize("name", ["gif-frame-60000", "ico-png-100000"])
+def test_bombs_found_while_opening_are_image_too_large(name):
+    """Pillow finds these sizes only while opening the file; they are still refused
+    as ImageTooLargeError, and sizing them is a result or an ImageError."""
+    data = _gif_growing_frame(60000, 60000) if name.startswith("gif") else _ico_with(bomb_png())
+    for limit in (kimi_k3_rs.DEFAULT_MAX_IMAGE_PIXELS, 1000):
+        with pytest.raises(kimi_k3_rs.ImageTooLargeError):
+            kimi_k3_rs.preprocess([data], K25, max_image_pixels=limit)
+    try:
+        kimi_k3_rs.prepare_kimi_k3_encoder_inputs([data], K25)
+    except kimi_k3_rs.ImageError:
+        pass
+
+
+def test_custom_limit_is_checked_before_decoding():
+    """Under Pillow's own limit, ``max_image_pixels`` decides: over it is refused
+    from the header; exactly at it the image is decoded (and found truncated)."""
+    with pytest.raises(kimi_k3_rs.ImageTooLargeError, match=r"5000x4000.*max_image_pixels=10000000"):
+        kimi_k3_rs.preprocess(bomb_png(5000, 4000), K25, max_image_pixels=10_000_000)
+    with pytest.raises(kimi_k3_rs.ImageError) as info:
+        kimi_k3_rs.preprocess(bomb_png(100, 100), K25, max_image_pixels=10_000)
+    assert not isinstance(info.value, kimi_k3_rs.ImageTooLargeError)  # at the limit: decoded (truncated)
+    with pytest.raises(kimi_k3_rs.ImageTooLargeError):
+        kimi_k3_rs.preprocess(bomb_png(100, 101), K25, max_image_pixels=10_000)
+    with pytest.raises(kimi_k3_rs.ImageTooLargeError):
+        kimi_k3_rs.preprocess(_gif_header(300, 300), K25, max_image_pixels=300 * 299)
+    proc = kimi_k3_rs.KimiK3VisionProcessor(K25, max_image_pixels=1000)
+    with pytest.raises(kimi_k3_rs.ImageTooLargeError):
+        proc.preprocess([encode(noise(40, 30, "RGB", 0), "PNG")])
+    # arrays and PIL images the caller holds are not limited
+    assert_output_matches(proc.preprocess([noise_array(40, 30, "RGB", 0)]),
+                          reference_preprocess(noise_array(40, 30, "RGB", 0), K25))
+    assert_output_matches(proc.preprocess([noise(40, 30, "RGB", 0)]), reference_preprocess(noise(40, 30, "RGB", 0), K25))
+
+
+def test_sizing_paths_work_on_bombs(tmp_path):
+    """navit_resize_config, count_image_tokens and prepare_kimi_k3_encoder_inputs size
+    forged headers (no limit applies to sizing); materialize then refuses them."""
+    raw = bomb_png()
+    path = tmp_path / "bomb.png"
+    path.write_bytes(raw)
+    rc = reference.navit_resize_image(100000, 100000, 14, 2, 16384, 512, None)
+    grid = [1, (rc["new_height"] + rc["pad_height"]) // 14, (rc["new_width"] + rc["pad_width"]) // 14]
+    assert kimi_k3_rs.navit_resize_config(100000, 100000, 14, 2, 16384, 512) == rc
+    assert kimi_k3_rs.count_image_tokens([[100000, 100000]] * 3, K25).tolist() == [rc["num_tokens"]] * 3
+    items = [raw, str(path), path, data_url(raw), {"type": "image", "image": raw, "content_hash": "h"}]
+    for limit in (kimi_k3_rs.DEFAULT_MAX_IMAGE_PIXELS, 1000, None):
+        enc = kimi_k3_rs.prepare_kimi_k3_encoder_inputs(items, K25, max_image_pixels=limit)
+        assert enc.grid_thws.tolist() == [grid] * len(items)
+        assert enc.original_image_sizes == [[100000, 100000]] * len(items)
+        assert enc.num_tokens == [rc["num_tokens"]] * len(items)
+        if limit is None:
+            continue  # materialize would decode it (30 GB): never tried here
+        for index in range(len(items)):
+            with pytest.raises(kimi_k3_rs.ImageTooLargeError):
+                enc.materialize([index])
+    sanity_check()
+
+
+def test_sizing_a_lazily_opened_large_file(tmp_path):
+    """A lazily opened PIL image (Pillow warns at 12000x12000) is sized without decoding."""
+    path = tmp_path / "large.png"
+    path.write_bytes(bomb_png(12000, 12000))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        with Image.open(path) as lazy:
+            enc = kimi_k3_rs.prepare_kimi_k3_encoder_inputs([lazy, str(path)], K3, max_image_pixels=1000)
+            rc = reference.navit_resize_image(12000, 12000, 14, 2, 65536, 512, None)
+            assert enc.resize_configs == [rc, rc]
+            with pytest.raises(kimi_k3_rs.ImageTooLargeError):
+                enc.materialize([1])
+
+
+BOMB_SCRIPT = r"""
+import base64, json, resource, struct, sys, warnings, zlib
+import numpy as np
+import kimi_k3_rs
+sys.path.insert(0, {tests!r})
+from helpers import bomb_png
+warnings.simplefilter("ignore")
+K25 = kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG
+def peak():
+    return int([line for line in open('/proc/self/status') if line.startswith('VmHWM:')][0].split()[1]) * 1024
+def gif(w, h):
+    return (b"GIF89a" + struct.pack("<HHBBB", w, h, 0, 0, 0) + b"," + struct.pack("<HHHHB", 0, 0, w, h, 0)
+            + b"\x02\x02\x44\x01\x00;")
+raw = bomb_png()
+with open({path!r}, "wb") as f:
+    f.write(raw)
+# warm up: decode a small PNG, so that plugins and the thread-local state exist
+small = {small!r}
+kimi_k3_rs.preprocess(base64.b64decode(small), K25)
+cases = {{
+    "bytes": (raw, {{}}),
+    "file": ({path!r}, {{}}),
+    "data-url": ("data:image/png;base64," + base64.b64encode(raw).decode(), {{}}),
+    "media-dict": ({{"type": "image", "image": raw}}, {{}}),
+    "gif-65535": (gif(65535, 65535), {{}}),
+    "png-8000x8000-limit-1M": (bomb_png(8000, 8000), {{"max_image_pixels": 1_000_000}}),
+    "png-2^31-square": (bomb_png(2**31 - 1, 2**31 - 1), {{}}),
+    "bmp-100000": (b"BM" + struct.pack("<IHHI", 0, 0, 0, 54)
+                   + struct.pack("<IiiHHIIiiII", 40, 100000, 100000, 1, 24, 0, 0, 0, 0, 0, 0), {{}}),
+}}
+growth = {{}}
+for name, (item, kw) in cases.items():
+    before = peak()
+    for _ in range(20):
+        try:
+            kimi_k3_rs.preprocess([item], K25, **kw)
+        except kimi_k3_rs.ImageTooLargeError:
+            pass
+        else:
+            sys.exit(f"{{name}}: no error")
+    growth[name] = peak() - before
+print(json.dumps(growth))
+"""
+
+
+@needs_linux
+def test_bomb_rejected_without_growing_the_process(tmp_path):
+    """Peak RSS (VmHWM) grows by less than 8 MB over 20 rejections of each bomb,
+    in a fresh process: the canvas a header claims is never allocated."""
+    small = base64.b64encode(encode(noise(16, 16, "RGB", 0), "PNG")).decode()
+    script = BOMB_SCRIPT.format(tests=str(Path(__file__).parent), path=str(tmp_path / "bomb.png"), small=small)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    growth = json.loads(proc.stdout.strip().splitlines()[-1])
+    print(f"\n[hardening] bomb peak-RSS growth (bytes): {growth}")
+    for name, grown in growth.items():
+        assert grown < 8 * 2**20, f"{name}: peak RSS grew by {grown / 2**20:.1f} MB"
+
+
+ICO_SCRIPT = r"""
+import json, sys, warnings
+warnings.simplefilter("ignore")
+import kimi_k3_rs
+with open({path!r}, "rb") as f:
+    ico = f.read()
+entry = sys.argv[1]
+def peak():
+    return int([line for line in open('/proc/self/status') if line.startswith('VmHWM:')][0].split()[1]) * 1024
+before = peak()
+try:
+    if entry == "preprocess":
+        kimi_k3_rs.preprocess(ico, kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG, max_image_pixels=1_000_000)
+        outcome = "decoded"
+    else:
+        enc = kimi_k3_rs.prepare_kimi_k3_encoder_inputs([ico], kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG)
+        outcome = enc.original_image_sizes
+except kimi_k3_rs.ImageTooLargeError as exc:
+    outcome = str(exc)
+print(json.dumps({{"size": len(ico), "grown": peak() - before, "outcome": outcome}}))
+"""
+
+
+def _zero_png(side: int) -> bytes:
+    """A side x side RGB PNG of zeros, compressed row by row (no side**2 buffer here)."""
+    z = zlib.compressobj(9)
+    row = bytes(side * 3 + 1)
+    idat = b"".join(z.compress(row) for _ in range(side)) + z.flush()
+    return (b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", struct.pack(">IIBBBBB", side, side, 8, 2, 0, 0, 0))
+            + png_chunk(b"IDAT", idat) + png_chunk(b"IEND", b""))
+
+
+def _zero_dib(side: int) -> bytes:
+    """An ICO's side x side DIB of zeros: 8-bit RLE8 (two bytes per 255 pixels), its
+    height doubled for the AND mask, which follows in full (side**2 / 8 bytes)."""
+    run = bytes((255, 0)) * (side // 255) + (bytes((side % 255, 0)) if side % 255 else b"")
+    pixels = (run + b"\x00\x00") * side + b"\x00\x01"  # each row, end of line; end of bitmap
+    palette = b"".join(bytes((i, 0, 0, 0)) for i in range(256))  # not grey: mode P
+    header = struct.pack("<IiiHHIIiiII", 40, side, 2 * side, 1, 8, 1, len(pixels), 0, 0, 256, 0)
+    return header + palette + pixels + bytes((side + 31) // 32 * 4 * side)
+
+
+@needs_linux
+@pytest.mark.parametrize("kind", ["png", "dib"])
+@pytest.mark.parametrize("entry", ["preprocess", "prepare"])
+def test_ico_with_a_large_embedded_png_is_not_decoded(entry, kind, tmp_path):
+    """F5: an ICO whose directory says 16x16 holds a large image of zeros (PNG:
+    6000x6000 in 105 KB; DIB: 3000x3000 in 1.2 MB, RLE8). It is refused under
+    max_image_pixels=1,000,000 (preprocess) or sized (prepare, no limit) from its
+    headers, with no decoding: peak RSS grows by less than 16 MB (it grew by 141 MB
+    and 56 MB before the fix)."""
+    side, image = (6000, _zero_png(6000)) if kind == "png" else (3000, _zero_dib(3000))
+    path = tmp_path / "large.ico"
+    path.write_bytes(_ico_with(image, 32 if kind == "png" else 8))
+    script = ICO_SCRIPT.format(path=str(path))
+    proc = subprocess.run([sys.executable, "-c", script, entry], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    print(f"\n[hardening] {entry}: a {result['size']}-byte ICO ({kind}) grew peak RSS by "
+          f"{result['grown'] / 2**20:.1f} MB")
+    if entry == "preprocess":
+        assert result["outcome"].startswith(
+            f"image 0: ICO entry 0's {kind.upper()} of {side}x{side} = {side * side} pixels is over "
+            "max_image_pixels=1000000"), result["outcome"]
+    else:
+        assert result["outcome"] == [[side, side]]
+    grown_mb = result["grown"] / 2**20
+    assert result["grown"] < 16 * 2**20, f"a {result['size']}-byte ICO grew the process by {grown_mb:.0f} MB"
+
+
+def _dib_header(width: int, height: int) -> bytes:
+    """A 40-byte BITMAPINFOHEADER as an ICO holds it (height doubled), 24-bit, no pixels."""
+    return struct.pack("<IiiHHIIiiII", 40, width, 2 * height, 1, 24, 0, 0, 0, 0, 0, 0)
+
+
+def _png_two_ihdr(first: tuple, last: tuple) -> bytes:
+    """A PNG with two IHDR chunks: Pillow's parser keeps the last one."""
+    ihdrs = b"".join(png_chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)) for w, h in (first, last))
+    return b"\x89PNG\r\n\x1a\n" + ihdrs + png_chunk(b"IDAT", zlib.compress(b"")) + png_chunk(b"IEND", b"")
+
+
+LYING_ICOS = {
+    # name: (ICO bytes, the refusal the message gives, under max_image_pixels=1_000_000)
+    "png": (_ico_with(bomb_png(6000, 6000)), "ICO entry 0's PNG of 6000x6000 = 36000000 pixels"),
+    "dib": (_ico_with(_dib_header(6000, 5000), 24), "ICO entry 0's DIB of 6000x5000 = 30000000 pixels"),
+    "dib-top-down": (_ico_with(struct.pack("<IiiHHIIiiII", 40, 4000, -8000, 1, 24, 0, 0, 0, 0, 0, 0), 24),
+                     "ICO entry 0's DIB of 4000x4000 = 16000000 pixels"),
+    "dib-core-header": (_ico_with(struct.pack("<IHHHH", 12, 2000, 4000, 1, 24), 24),
+                        "ICO entry 0's DIB of 2000x2000 = 4000000 pixels"),
+    # Pillow decodes entry 0 (the larger directory size); entry 1 is refused all the same
+    "second-entry": (_ico_of([((16, 16), 32, bomb_png(16, 16)), ((8, 8), 32, bomb_png(3000, 3000))]),
+                     "ICO entry 1's PNG of 3000x3000 = 9000000 pixels"),
+    # the first chunk says 16x16; Pillow reads the PNG to its last IHDR
+    "png-second-ihdr": (_ico_with(_png_two_ihdr((16, 16), (5000, 5000))),
+                        "ICO entry 0's PNG of 5000x5000 = 25000000 pixels"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LYING_ICOS))
+def test_ico_refused_from_its_headers(name, tmp_path):
+    """An ICO whose directory says 16x16 (or 8x8) but holds a large PNG or DIB is
+    refused before Pillow decodes it, naming the real size and the limit: from bytes,
+    files, data URLs and media dicts, by preprocess, the processor and materialize, in
+    any batch position; sizing reports the size Pillow would decode."""
+    data, claim = LYING_ICOS[name]
+    path = tmp_path / "lying.ico"
+    path.write_bytes(data)
+    message = re.escape(f"{claim} is over max_image_pixels=1000000 (a decompression bomb?)")
+    for item in (data, bytearray(data), str(path), path, data_url(data), {"type": "image", "image": data}):
+        with pytest.raises(kimi_k3_rs.ImageTooLargeError, match=f"^image 0: {message}"):
+            kimi_k3_rs.preprocess(item, K25, max_image_pixels=1_000_000)
+        with pytest.raises(kimi_k3_rs.ImageTooLargeError, match=f"^image 1: {message}"):
+            kimi_k3_rs.KimiK3VisionProcessor(K3, max_image_pixels=1_000_000).preprocess([noise(20, 20), item])
+    enc = kimi_k3_rs.prepare_kimi_k3_encoder_inputs([noise(20, 20), data], K25, max_image_pixels=1_000_000)
+    # the size of what Pillow decodes; for "second-entry", entry 0 (16x16)
+    decoded = [16, 16] if name == "second-entry" else [int(v) for v in re.findall(r"of (\d+)x(\d+)", claim)[0]]
+    assert enc.original_image_sizes == [[20, 20], decoded]
+    with pytest.raises(kimi_k3_rs.ImageTooLargeError, match=f"^image 1: {message}"):
+        enc.materialize([1])
+    sanity_check()
+
+
+def test_ico_directory_size_is_checked_too():
+    """An entry's directory size counts as a claim too (256 is written as 0)."""
+    data = _ico_with(encode(noise(16, 16, "RGB", 0), "PNG"), dim=(256, 256))
+    message = r"^image 0: ICO entry 0's directory size of 256x256 = 65536 pixels is over max_image_pixels=1000 "
+    with pytest.raises(kimi_k3_rs.ImageTooLargeError, match=message):
+        kimi_k3_rs.preprocess(data, K25, max_image_pixels=1000)
+
+
+@pytest.mark.parametrize("directory", ["honest", "lying"])
+@pytest.mark.parametrize("bitmap_format", ["png", "bmp"])
+def test_ico_at_the_limit_is_decoded(bitmap_format, directory):
+    """An ICO of exactly max_image_pixels is decoded (the reference's bytes); a limit
+    one pixel lower refuses it, from its directory size, or from its image's header
+    when the directory says 16x16."""
+    data = encode(alpha_pattern_rgba(200, 150, 4), "ICO", bitmap_format=bitmap_format, sizes=[(200, 150)])
+    claim = "directory size"
+    if directory == "lying":
+        data = data[:6] + bytes((16, 16)) + data[8:]
+        claim = "PNG" if bitmap_format == "png" else "DIB"
+    assert kimi_k3_rs.prepare_kimi_k3_encoder_inputs([data], K25).original_image_sizes == [[200, 150]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Pillow, when the directory lies: "Image was not the expected size"
+        ref = reference_preprocess(data, K25)
+        assert_output_matches(kimi_k3_rs.preprocess(data, K25, max_image_pixels=30000), ref)
+    message = f"^image 0: ICO entry 0's {claim} of 200x150 = 30000 pixels is over max_image_pixels=29999 "
+    with pytest.raises(kimi_k3_rs.ImageTooLargeError, match=message):
+        kimi_k3_rs.preprocess(data, K25, max_image_pixels=29999)
+
+
+@pytest.mark.parametrize("kind", ["png", "dib"])
+def test_lying_ico_without_a_limit_matches_the_reference(kind):
+    """A moderate ICO whose directory says 16x16 but holds a 600x400 image: refused
+    under a small limit; under ``max_image_pixels=None`` (and the default) decoded as
+    the checkpoint decodes it, bit for bit, and sized from its headers."""
+    image = noise(600, 400, "RGB", 9)
+    if kind == "png":
+        data = _ico_with(encode(image, "PNG"))
+    else:  # a 24-bit DIB as an ICO holds it: height doubled, then the AND mask (76-byte rows)
+        dib = encode(image, "DIB")
+        data = _ico_with(dib[:8] + struct.pack("<i", 800) + dib[12:] + bytes(76 * 400), 24)
+    message = rf"^image 0: ICO entry 0's {kind.upper()} of 600x400 = 240000 pixels is over max_image_pixels=1000 "
+    with pytest.raises(kimi_k3_rs.ImageTooLargeError, match=message):
+        kimi_k3_rs.preprocess(data, K25, max_image_pixels=1000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Pillow: "Image was not the expected size"
+        ref = reference_preprocess(data, K25)
+        assert ref[1].tolist() == [[1, 30, 44]]
+        for limit in (None, kimi_k3_rs.DEFAULT_MAX_IMAGE_PIXELS):
+            assert_output_matches(kimi_k3_rs.preprocess(data, K25, max_image_pixels=limit), ref)
+            enc = kimi_k3_rs.prepare_kimi_k3_encoder_inputs([data], K25, max_image_pixels=limit)
+            assert enc.original_image_sizes == [[600, 400]]
+            assert enc.grid_thws.tolist() == ref[1].tolist()
+            assert_bit_equal(enc.materialize()[0], ref[0])
+
+
+@pytest.mark.parametrize("bitmap_format", ["png", "bmp"])
+def test_pillow_saved_icos_match_the_reference(bitmap_format, tmp_path):
+    """An ordinary ICO of several sizes (Pillow picks the largest): the reference's
+    bytes from bytes, files and data URLs, under K3 and K2.5; sizing agrees with
+    Pillow and materialize with preprocess."""
+    source = alpha_pattern_rgba(64, 48, 6)
+    data = encode(source, "ICO", bitmap_format=bitmap_format, sizes=[(16, 12), (32, 24), (64, 48)])
+    path = tmp_path / "icon.ico"
+    path.write_bytes(data)
+    with Image.open(io.BytesIO(data)) as opened:
+        assert opened.size == (64, 48) and opened.info["sizes"] == {(16, 12), (32, 24), (64, 48)}
+    for media_proc_cfg in (K3, K25, cfg("kimi_k3", in_patch_limit=6)):
+        ref = reference_preprocess(data, media_proc_cfg)
+        items = [data, str(path), data_url(data)]
+        out = kimi_k3_rs.preprocess(items, media_proc_cfg)
+        assert_output_matches(out, (np.concatenate([ref[0]] * 3), np.concatenate([ref[1]] * 3)))
+        enc = kimi_k3_rs.prepare_kimi_k3_encoder_inputs(items, media_proc_cfg, max_image_pixels=64 * 48)
+        assert enc.original_image_sizes == [[64, 48]] * 3
+        assert enc.grid_thws.tolist() == ref[1].tolist() * 3
+        for features in enc.materialize():
+            assert_bit_equal(features, ref[0])
+
+
+def test_ico_sizes_ignore_exif_transpose():
+    """Pillow's ICO image carries no EXIF, even when its PNG has an orientation: with
+    exif_transpose, sizing (from the headers) and the pixel path agree, unrotated."""
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    data = _ico_with(encode(noise(60, 20, "RGB", 2), "PNG", exif=exif), dim=(60, 20))
+    with Image.open(io.BytesIO(data)) as opened:
+        assert opened.size == (60, 20) and opened.getexif().get(0x0112) is None
+    enc = kimi_k3_rs.prepare_kimi_k3_encoder_inputs([data], K25, exif_transpose=True)
+    assert enc.original_image_sizes == [[60, 20]]
+    out = kimi_k3_rs.preprocess(data, K25, exif_transpose=True)
+    assert out["grid_thws"].tolist() == enc.grid_thws.tolist() == reference_preprocess(data, K25)[1].tolist()
+    assert_bit_equal(enc.materialize()[0], out["pixel_values"])
+
+
+def _garbled_icos() -> Dict[str, bytes]:
+    """Cut and corrupted copies of a two-entry ICO (PNG and DIB), directory first."""
+    dib = encode(noise(16, 16, "RGB", 1), "ICO", bitmap_format="bmp", sizes=[(16, 16)])[22:]  # Pillow's, as it is
+    data = _ico_of([((32, 24), 32, encode(alpha_pattern_rgba(32, 24, 1), "PNG")), ((16, 16), 24, dib)])
+    cases = {f"cut-{n}": data[:n] for n in (4, 5, 6, 10, 21, 22, 37, 38, 40, 50, 60, len(data) - 1)}
+    for pos in range(38):  # every directory byte, set to 0x00 and 0xFF
+        for value in (0x00, 0xFF):
+            cases[f"byte-{pos}-{value:02x}"] = data[:pos] + bytes([value]) + data[pos + 1:]
+    cases.update({
+        "count-0": data[:4] + b"\x00\x00",
+        "count-65535": data[:4] + b"\xff\xff" + data[6:],
+        "offset-past-end": data[:18] + struct.pack("<I", 2**32 - 1) + data[22:],
+        "png-cut-in-ihdr": data[:60],
+    })
+    return cases
+
+
+GARBLED_ICOS = _garbled_icos()
+
+
+def test_garbled_ico_directories_are_image_errors():
+    """Cut or corrupted ICO directories, under every limit and through sizing: the
+    reference's bytes, or an ImageError (a ValueError), never another exception."""
+    outcomes: Dict[str, int] = {}
+    for name, data in GARBLED_ICOS.items():
+        for call in ("default", "limit-1000", "no-limit", "prepare"):
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    if call == "prepare":
+                        enc = kimi_k3_rs.prepare_kimi_k3_encoder_inputs([data], K25)
+                        out = {"pixel_values": np.concatenate(enc.materialize()), "grid_thws": enc.grid_thws}
+                    else:
+                        limits = {"default": kimi_k3_rs.DEFAULT_MAX_IMAGE_PIXELS, "limit-1000": 1000, "no-limit": None}
+                        out = kimi_k3_rs.preprocess(data, K25, max_image_pixels=limits[call])
+                    ref = reference_preprocess(data, K25)
+            except kimi_k3_rs.ImageError as exc:
+                assert str(exc).startswith("image 0: "), (name, call, exc)
+                outcomes[type(exc).__name__] = outcomes.get(type(exc).__name__, 0) + 1
+                continue
+            assert_output_matches(out, ref)
+            outcomes["decoded"] = outcomes.get("decoded", 0) + 1
+    print(f"\n[hardening] garbled ICOs: {outcomes}")
+    assert outcomes["decoded"] > 0 and outcomes["ImageError"] > 0 and outcomes["ImageTooLargeError"] > 0
+    sanity_check()
+
+
+# ---------------------------------------------------------------------------
+# output sizes that overflow or cannot be allocated
+# ---------------------------------------------------------------------------
+
+#: patch_size x merge_kernel_size so large that one 1x1 image pads to ~2**31 px a side
+HUGE_OUTPUT_CFGS = {
+    "ps=2**31-1": cfg("kimi_k25", patch_size=MAX_INT, merge_kernel_size=1, patch_limit_on_one_side=MAX_INT),
+    "merge=2**31-1": cfg("kimi_k25", patch_size=1, merge_kernel_size=MAX_INT, patch_limit_on_one_side=MAX_INT),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HUGE_OUTPUT_CFGS))
+def test_patch_count_overflowing_the_output_is_an_error(name):
+    """Two 1x1 images whose 3 * ps * ps * gh * gw values each fit in 64 bits, but not their sum."""
+    media_proc_cfg = HUGE_OUTPUT_CFGS[name]
+    one = np.zeros((1, 1, 3), np.uint8)
+    with pytest.raises(kimi_k3_rs.ImageError, match="overflow"):
+        kimi_k3_rs.preprocess([one, one], media_proc_cfg)
+    # the sizing alone is fine: the reference's grid, exact
+    ps, m = media_proc_cfg["patch_size"], media_proc_cfg["merge_kernel_size"]
+    rc = reference.navit_resize_image(1, 1, ps, m, media_proc_cfg["in_patch_limit"], MAX_INT, None)
+    grid = [1, (rc["new_height"] + rc["pad_height"]) // ps, (rc["new_width"] + rc["pad_width"]) // ps]
+    enc = kimi_k3_rs.prepare_kimi_k3_encoder_inputs([one, one], media_proc_cfg)
+    assert enc.grid_thws.tolist() == [grid, grid]
+    assert 3 * ps * ps * grid[1] * grid[2] < 2**64 <= 2 * 3 * ps * ps * grid[1] * grid[2]
+    sanity_check()
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # F1 leaves numpy's error set
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("name", sorted(HUGE_OUTPUT_CFGS))
+def test_unallocatable_output_is_a_clean_error(name, dtype):
+    """One 1x1 image whose output (over 2**63 bytes) numpy cannot allocate: a
+    ValueError (or MemoryError), never a Rust panic."""
+    try:
+        kimi_k3_rs.preprocess(np.zeros((1, 1, 3), np.uint8), HUGE_OUTPUT_CFGS[name], dtype=dtype)
+    except (ValueError, MemoryError):
+        pass
+    except BaseException as exc:  # PanicException derives from BaseException
+        pytest.fail(f"{type(exc).__module__}.{type(exc).__name__}: {exc}")
+    else:
+        pytest.fail("no error")
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # F1 leaves numpy's error set
+def test_unallocatable_output_leaves_library_working():
+    """Whatever F1's state, the library still works after it (no poisoned lock or pool)."""
+    for name, media_proc_cfg in HUGE_OUTPUT_CFGS.items():
+        for threads in (1, 2):
+            with pytest.raises(BaseException):
+                kimi_k3_rs.preprocess(np.zeros((1, 1, 3), np.uint8), media_proc_cfg, num_threads=threads)
+    sanity_check()
+    img = noise_array(50, 40, "RGB", 1)
+    assert_output_matches(kimi_k3_rs.preprocess(img, K25, num_threads=2), reference_preprocess(img, K25))
+
+
+PRIVATE_RESIZE_SCRIPT = r"""
+import sys
+import numpy as np
+from kimi_k3_rs import _native
+new_width, new_height = int(sys.argv[1]), int(sys.argv[2])
+try:
+    _native.resize_bicubic(np.zeros((2, 2, 4), np.uint8), new_width, new_height, pillow_compat="13")
+except (ValueError, TypeError, MemoryError, OverflowError) as exc:
+    print("clean", type(exc).__name__)
+except BaseException as exc:
+    print("unclean", type(exc).__module__, type(exc).__name__)
+"""
+
+
+@pytest.mark.parametrize("size", [(2**62, 2), (2**40, 1), (2**33, 2**33)], ids=["2^62x2", "2^40x1", "2^33x2^33"])
+def test_private_resize_refuses_huge_sizes_cleanly(size):
+    """Not public API (the pipeline never upscales), but no input may abort the process."""
+    proc = subprocess.run([sys.executable, "-c", PRIVATE_RESIZE_SCRIPT, *map(str, size)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.startswith("clean"), (proc.returncode, proc.stdout, proc.stderr[-300:])
