@@ -1,9 +1,31 @@
-"""Type stubs of the compiled module ``kimi_k3_rs._native`` (public docs live in the .py layer)."""
+"""Type stubs of the compiled module ``kimi_k3_rs._native`` (``src/python/``).
 
-from typing import Any, Optional
+The public API and its documentation live in the Python layer; this module is the
+Rust core's glue: extract and borrow, run with the GIL released, wrap.
+"""
+
+from typing import Any, final
 
 import numpy as np
 import numpy.typing as npt
+
+__all__ = [
+    "ConfigError",
+    "ImageError",
+    "ImageTooLargeError",
+    "KimiK3Error",
+    "MediaProcConfig",
+    "Options",
+    "abbreviate",
+    "build_profile",
+    "count_image_tokens",
+    "image_size",
+    "navit_resize_config",
+    "navit_resize_configs",
+    "preprocess",
+    "resize_bicubic",
+    "simd_path",
+]
 
 __version__: str
 build_profile: str
@@ -12,57 +34,92 @@ simd_path: str
 normalise), ``"avx2"`` (AVX2 + FMA), ``"sse4.1"`` or ``"scalar"``. Every path gives the same bits."""
 
 class KimiK3Error(ValueError):
-    """Base class of kimi_k3_rs errors."""
+    """Base class of kimi_k3_rs errors (a ValueError)."""
 
 class ConfigError(KimiK3Error):
     """A media_proc_cfg value is missing or invalid."""
 
 class ImageError(KimiK3Error):
-    """An image cannot be preprocessed."""
+    """An image cannot be preprocessed (shape, size, channels, unreadable data)."""
 
+class ImageTooLargeError(ImageError):
+    """An encoded image's header claims more pixels than max_image_pixels."""
+
+@final
 class MediaProcConfig:
-    """A validated media_proc_cfg (immutable)."""
+    """A validated media_proc_cfg (immutable); values as the checkpoint's numpy code takes them."""
 
     def __new__(
         cls,
-        patch_size: int,
-        merge_kernel_size: int,
-        in_patch_limit: int,
-        patch_limit_on_one_side: int,
-        image_mean: list[float],
-        image_std: list[float],
+        patch_size: Any,
+        merge_kernel_size: Any,
+        in_patch_limit: Any,
+        patch_limit_on_one_side: Any,
+        image_mean: Any,
+        image_std: Any,
         *,
-        fixed_output_tokens: Optional[int] = None,
-        transparent_bg_config: Optional[tuple[str, int, bool, int, int]] = None,
-        transparent_bg_fill_stage: str = "before_resize",
+        fixed_output_tokens: Any = None,
+        transparent_bg_config: Any = None,
+        transparent_bg_fill_stage: Any = None,
     ) -> MediaProcConfig: ...
     @property
     def patch_size(self) -> int: ...
+    @property
+    def merge_kernel_size(self) -> int: ...
+    @property
+    def in_patch_limit(self) -> int: ...
+    @property
+    def patch_limit_on_one_side(self) -> int: ...
+    @property
+    def fixed_output_tokens(self) -> int | None: ...
+    @property
+    def image_mean(self) -> tuple[float, float, float]: ...
+    @property
+    def image_std(self) -> tuple[float, float, float]: ...
+    @property
+    def transparent_bg_config(self) -> dict[str, Any] | None: ...
+    @property
+    def transparent_bg_fill_stage(self) -> str: ...
 
-def navit_resize_config(width: int, height: int, config: MediaProcConfig, /) -> tuple[int, int, int, int, int]:
+@final
+class Options:
+    """The options of a call (pass order, output dtype, threads), validated once."""
+
+    def __new__(cls, pillow_compat: Any, dtype: Any, num_threads: Any) -> Options: ...
+    @property
+    def pillow_compat(self) -> str: ...
+    @property
+    def dtype(self) -> str: ...
+    @property
+    def num_threads(self) -> int: ...
+
+def abbreviate(value: object, /) -> str:
+    """A caller's value as messages show it: at most 200 characters, one line."""
+
+def navit_resize_config(width: Any, height: Any, config: MediaProcConfig, /) -> tuple[int, int, int, int, int]:
     """(num_tokens, new_width, new_height, pad_width, pad_height) of one image."""
 
 def navit_resize_configs(
     sizes: list[tuple[int, int]], config: MediaProcConfig, /
-) -> list[tuple[int, int, int, int, int]]:
-    """navit_resize_config for many (width, height) pairs."""
+) -> tuple[list[tuple[int, int, int, int, int]], npt.NDArray[np.int64]]:
+    """navit_resize_config of many (width, height) pairs, and their grid_thws int64 [n, 3]."""
 
 def count_image_tokens(sizes: npt.NDArray[np.int64], config: MediaProcConfig, /) -> npt.NDArray[np.int64]:
     """num_tokens of every (width, height) row of an int64 [n, 2] array; GIL released."""
 
+def image_size(image: npt.NDArray[Any], /) -> tuple[int, int]:
+    """(width, height) of a uint8 HxW / HxWxC array, checked as preprocess checks it."""
+
 def preprocess(
-    images: list[npt.NDArray[np.uint8]],
+    images: list[npt.NDArray[Any]],
     config: MediaProcConfig,
+    options: Options,
     *,
-    pillow_compat: str,
-    resized_from: Optional[list[Optional[tuple[int, int]]]] = None,
-    out: Optional[npt.NDArray[Any]] = None,
-    dtype: str = "float32",
-    num_threads: int = 1,
+    resized_from: list[tuple[int, int] | None] | None = None,
+    out: npt.NDArray[Any] | None = None,
+    indices: list[int] | None = None,
 ) -> tuple[npt.NDArray[Any], npt.NDArray[np.int64]]:
     """(pixel_values [N, 3, ps, ps] float32, or uint16 bits of bfloat16/float16; grid_thws int64 [n, 3])."""
 
-def resize_bicubic(
-    image: npt.NDArray[np.uint8], new_width: int, new_height: int, *, pillow_compat: str
-) -> npt.NDArray[np.uint8]:
-    """Pillow BICUBIC resize of an HxW / HxWxC uint8 array (channels independent); GIL released."""
+def resize_bicubic(image: npt.NDArray[np.uint8], new_width: int, new_height: int, options: Options) -> npt.NDArray[np.uint8]:
+    """Pillow BICUBIC resize of an HxW / HxWxC uint8 array (channels independent); only down-scales."""

@@ -13,13 +13,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from . import _native
+from . import _native, errors
 from .config import MediaProcConfig
 from .decoding import _loaded
 from .errors import _DECODE_ERRORS, ImageError
 from .inputs import _unwrap_media
 from .modes import _pixels
-from .options import _as_native_out, _from_native, _Options
+from .options import _from_native, _Options
 
 
 @contextlib.contextmanager
@@ -29,9 +29,9 @@ def _naming(index: int) -> Iterator[None]:
     try:
         yield
     except ImageError as exc:
-        raise type(exc)(f"image {index}: {exc}") from exc
+        raise errors.at_image(index, exc) from exc
     except _DECODE_ERRORS as exc:
-        raise ImageError(f"image {index}: cannot read or decode it: {type(exc).__name__}: {exc}") from exc
+        raise errors.at_image(index, errors.unreadable(exc)) from exc
 
 
 def _run(
@@ -50,16 +50,10 @@ def _run(
     for position, item in enumerate(images):
         index = position if indices is None else indices[position]
         with _naming(index), _loaded(_unwrap_media(item), opts.exif_transpose, opts.max_image_pixels) as image:
-            array, original = _pixels(image, cfg, opts.compat)
+            array, original = _pixels(image, cfg, opts.native)
         arrays.append(array)
         resized_from.append(original)
     pixel_values, grid_thws = _native.preprocess(
-        arrays,
-        cfg.native,
-        pillow_compat=opts.compat,
-        resized_from=resized_from,
-        out=None if out is None else _as_native_out(out, opts.dtype),
-        dtype=opts.dtype,
-        num_threads=opts.num_threads,
+        arrays, cfg.native, opts.native, resized_from=resized_from, out=out, indices=indices
     )
     return (out if out is not None else _from_native(pixel_values, opts.dtype)), grid_thws

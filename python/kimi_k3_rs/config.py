@@ -11,18 +11,14 @@ from __future__ import annotations
 
 import copy
 import json
-import math
-import numbers
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, SupportsInt, cast
+from typing import Any
 
-import numpy as np
 import PIL
 
-from . import _native
-from ._native import ConfigError, KimiK3Error
+from . import _native, errors
 
 __all__ = [
     "REQUIRED_KEYS",
@@ -46,18 +42,12 @@ REQUIRED_KEYS = (
 )
 
 #: Field defaults of the reference ``TransparentBgConfig`` dataclass, used for
-#: keys missing inside ``transparent_bg_config`` (not the published K3 values).
-TRANSPARENT_BG_DEFAULTS: dict[str, Any] = {
-    "pattern": "black",
-    "chessboard_square_size": 16,
-    "chessboard_square_on_top_left": True,
-    "chessboard_white_value": 255,
-    "chessboard_gray_value": 200,
-}
+#: keys missing inside ``transparent_bg_config`` (not the published K3 values);
+#: the core holds them.
+TRANSPARENT_BG_DEFAULTS: dict[str, Any] = _native.MediaProcConfig(
+    1, 1, 1, 1, (0.0, 0.0, 0.0), (1.0, 1.0, 1.0), transparent_bg_config={}
+).transparent_bg_config
 
-_PATTERNS = ("chessboard", "white", "black", "gray")
-_FILL_STAGES = ("before_resize", "after_resize")
-_MAX_INT = 2**31 - 1
 
 _KIMI_K25: dict[str, Any] = {
     "patch_size": 14,
@@ -109,45 +99,6 @@ def kimi_k3_media_proc_cfg() -> dict[str, Any]:
     return copy.deepcopy(_KIMI_K3)
 
 
-def _bad(key: str, rule: str, value: Any) -> ConfigError:
-    return ConfigError(f'media_proc_cfg["{key}"] must be {rule}, got {value!r}')
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def _positive_int(key: str, value: Any, maximum: int = _MAX_INT) -> int:
-    if not _is_int(value) or not 1 <= int(value) <= maximum:
-        raise _bad(key, f"an integer in 1..{maximum}", value)
-    return int(value)
-
-
-def _byte(key: str, value: Any) -> int:
-    """A colour value 0..255: an int, or a float with an integral value (same arithmetic)."""
-    is_number = isinstance(value, numbers.Real) and not isinstance(value, bool)
-    if not is_number or not (math.isfinite(value) and float(value).is_integer() and 0 <= value <= 255):
-        raise _bad(key, "an integer in 0..255", value)
-    return int(value)
-
-
-def _three_floats(key: str, value: Any, *, nonzero: bool) -> tuple[float, float, float]:
-    """Three finite reals (list, tuple or numpy array), as the reference's ``np.array(value)``."""
-    items = list(value) if isinstance(value, (Sequence, np.ndarray)) and not isinstance(value, (str, bytes)) else None
-    ok = (
-        items is not None
-        and len(items) == 3
-        and all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in items)
-    )
-    if ok:
-        floats = tuple(float(v) for v in items)  # type: ignore[union-attr]
-        ok = all(math.isfinite(v) and (v != 0.0 or not nonzero) for v in floats)
-    if not ok:
-        rule = "three finite non-zero numbers" if nonzero else "three finite numbers"
-        raise _bad(key, rule, value)
-    return floats  # type: ignore[return-value]
-
-
 @dataclass(frozen=True)
 class TransparentBgConfig:
     """``transparent_bg_config``: the background transparent pixels are composited onto.
@@ -163,61 +114,35 @@ class TransparentBgConfig:
         chessboard_gray_value: value 0..255 of the gray squares.
     """
 
-    pattern: str = "black"
-    chessboard_square_size: int = 16
-    chessboard_square_on_top_left: bool = True
-    chessboard_white_value: int = 255
-    chessboard_gray_value: int = 200
+    pattern: str = TRANSPARENT_BG_DEFAULTS["pattern"]
+    chessboard_square_size: int = TRANSPARENT_BG_DEFAULTS["chessboard_square_size"]
+    chessboard_square_on_top_left: bool = TRANSPARENT_BG_DEFAULTS["chessboard_square_on_top_left"]
+    chessboard_white_value: int = TRANSPARENT_BG_DEFAULTS["chessboard_white_value"]
+    chessboard_gray_value: int = TRANSPARENT_BG_DEFAULTS["chessboard_gray_value"]
 
     @classmethod
     def from_dict(cls, value: Any) -> TransparentBgConfig:
-        """Validate a ``transparent_bg_config`` mapping.
+        """Validate a ``transparent_bg_config`` mapping (the core's rules).
 
         Raises:
             TypeError: ``value`` is not a mapping, or has a key the reference dataclass
                 does not know (same text as the dataclass constructor).
-            ValueError: ``Invalid background pattern: {pattern}`` for an unknown pattern.
-            ConfigError: a square size or colour value out of range.
+            ConfigError: ``Invalid background pattern: {pattern}`` for an unknown
+                pattern (the checkpoint's text); a square size or colour value out of
+                range.
         """
-        if not isinstance(value, Mapping):
-            raise TypeError(
-                f'media_proc_cfg["transparent_bg_config"] must be a dict or None, got {value!r}'
-            )
-        for key in value:
-            if key not in TRANSPARENT_BG_DEFAULTS:
-                raise TypeError(
-                    f"TransparentBgConfig.__init__() got an unexpected keyword argument '{key}'"
-                )
-        merged = {**TRANSPARENT_BG_DEFAULTS, **value}
-        pattern = merged["pattern"]
-        if not isinstance(pattern, str) or pattern not in _PATTERNS:
-            raise ConfigError(f"Invalid background pattern: {pattern}")
-        top_left = merged["chessboard_square_on_top_left"]
-        if not (isinstance(top_left, bool) or (_is_int(top_left) and top_left in (0, 1))):
-            raise _bad("transparent_bg_config.chessboard_square_on_top_left", "a bool", top_left)
-        return cls(
-            pattern=pattern,
-            chessboard_square_size=_positive_int(
-                "transparent_bg_config.chessboard_square_size", merged["chessboard_square_size"]
-            ),
-            chessboard_square_on_top_left=bool(top_left),
-            chessboard_white_value=_byte(
-                "transparent_bg_config.chessboard_white_value", merged["chessboard_white_value"]
-            ),
-            chessboard_gray_value=_byte(
-                "transparent_bg_config.chessboard_gray_value", merged["chessboard_gray_value"]
-            ),
-        )
+        probe = _native.MediaProcConfig(1, 1, 1, 1, (0.0, 0.0, 0.0), (1.0, 1.0, 1.0), transparent_bg_config=value)
+        return cls(**probe.transparent_bg_config)
 
-    def as_tuple(self) -> tuple[str, int, bool, int, int]:
-        """Return the fields in the order ``_native.MediaProcConfig`` takes them."""
-        return (
-            self.pattern,
-            self.chessboard_square_size,
-            self.chessboard_square_on_top_left,
-            self.chessboard_white_value,
-            self.chessboard_gray_value,
-        )
+    def as_dict(self) -> dict[str, Any]:
+        """Return the fields as the ``transparent_bg_config`` dict of a ``media_proc_cfg``."""
+        return {
+            "pattern": self.pattern,
+            "chessboard_square_size": self.chessboard_square_size,
+            "chessboard_square_on_top_left": self.chessboard_square_on_top_left,
+            "chessboard_white_value": self.chessboard_white_value,
+            "chessboard_gray_value": self.chessboard_gray_value,
+        }
 
 
 @dataclass(frozen=True)
@@ -258,17 +183,31 @@ class MediaProcConfig:
             self.merge_kernel_size,
             self.in_patch_limit,
             self.patch_limit_on_one_side,
-            list(self.image_mean),
-            list(self.image_std),
+            self.image_mean,
+            self.image_std,
             fixed_output_tokens=self.fixed_output_tokens,
-            transparent_bg_config=None if bg is None else bg.as_tuple(),
+            transparent_bg_config=bg.as_dict() if isinstance(bg, TransparentBgConfig) else bg,
             transparent_bg_fill_stage=self.transparent_bg_fill_stage,
         )
-        object.__setattr__(self, "native", native)
+        # The fields as the core read them: ints, float triples, the dataclass.
+        native_bg = native.transparent_bg_config
+        for name, value in (
+            ("patch_size", native.patch_size),
+            ("merge_kernel_size", native.merge_kernel_size),
+            ("in_patch_limit", native.in_patch_limit),
+            ("patch_limit_on_one_side", native.patch_limit_on_one_side),
+            ("image_mean", native.image_mean),
+            ("image_std", native.image_std),
+            ("fixed_output_tokens", native.fixed_output_tokens),
+            ("transparent_bg_config", None if native_bg is None else TransparentBgConfig(**native_bg)),
+            ("transparent_bg_fill_stage", native.transparent_bg_fill_stage),
+            ("native", native),
+        ):
+            object.__setattr__(self, name, value)
 
     @classmethod
     def from_dict(cls, media_proc_cfg: Any) -> MediaProcConfig:
-        """Validate a ``media_proc_cfg`` dict (``KimiK3VisionProcessor.__init__``'s and sglang's rules).
+        """Validate a ``media_proc_cfg`` dict (the checkpoint's keys, sglang's required ones).
 
         Args:
             media_proc_cfg: the ``"media_proc_cfg"`` object of ``preprocessor_config.json``,
@@ -279,15 +218,16 @@ class MediaProcConfig:
             The validated config.
 
         Raises:
-            TypeError: ``media_proc_cfg`` is not a mapping; an unknown key inside
-                ``transparent_bg_config``.
-            ValueError: ``Kimi-K3 image processor is missing deferred-preprocessing
-                config: {keys}`` (a :class:`ConfigError`) listing every missing required
-                key; ``Invalid background pattern: {pattern}``; a :class:`ConfigError`
-                naming the key and value for zero, negative, non-integer, NaN or infinite
-                values, a zero std, mean/std not three numbers, or an unknown fill stage.
+            TypeError: ``media_proc_cfg`` is not a mapping; ``transparent_bg_config`` is
+                not a mapping, or has a key the reference dataclass does not know.
+            ConfigError: ``Kimi-K3 image processor is missing deferred-preprocessing
+                config: {keys}`` listing every missing required key (sglang's text);
+                ``Invalid background pattern: {pattern}`` (the checkpoint's); the key and
+                value for zero, negative, non-integer, NaN or infinite values, a zero std,
+                mean/std not three numbers, or an unknown fill stage.
 
         Example:
+            >>> from kimi_k3_rs.config import MediaProcConfig, kimi_k3_media_proc_cfg
             >>> cfg = MediaProcConfig.from_dict(kimi_k3_media_proc_cfg())
             >>> (cfg.in_patch_limit, cfg.transparent_bg_fill_stage)
             (65536, 'after_resize')
@@ -295,38 +235,21 @@ class MediaProcConfig:
         if isinstance(media_proc_cfg, MediaProcConfig):
             return media_proc_cfg
         if not isinstance(media_proc_cfg, Mapping):
-            raise TypeError(f"media_proc_cfg must be a dict, got {type(media_proc_cfg).__name__}")
+            raise errors.not_a_mapping("media_proc_cfg", media_proc_cfg)
         missing = [k for k in REQUIRED_KEYS if k not in media_proc_cfg]
         if missing:
-            raise ConfigError(
-                "Kimi-K3 image processor is missing deferred-preprocessing config: "
-                + ", ".join(missing)
-            )
-        fixed = media_proc_cfg.get("fixed_output_tokens")
-        if fixed is not None:
-            if not (isinstance(fixed, numbers.Real) and not isinstance(fixed, bool)) or not (
-                math.isfinite(fixed) and 0 <= int(cast(SupportsInt, fixed)) <= _MAX_INT
-            ):
-                raise _bad("fixed_output_tokens", f"None or a number in 0..{_MAX_INT}", fixed)
-            fixed = int(cast(SupportsInt, fixed))
-        bg = media_proc_cfg.get("transparent_bg_config")
-        stage = media_proc_cfg.get("transparent_bg_fill_stage", "before_resize")
-        if not isinstance(stage, str) or stage not in _FILL_STAGES:
-            raise _bad("transparent_bg_fill_stage", "'before_resize' or 'after_resize'", stage)
+            raise errors.missing_keys(missing)
         return cls(
-            patch_size=_positive_int("patch_size", media_proc_cfg["patch_size"]),
-            merge_kernel_size=_positive_int("merge_kernel_size", media_proc_cfg["merge_kernel_size"]),
-            in_patch_limit=_positive_int("in_patch_limit", media_proc_cfg["in_patch_limit"], 2**53),
-            patch_limit_on_one_side=_positive_int(
-                "patch_limit_on_one_side", media_proc_cfg["patch_limit_on_one_side"]
-            ),
-            image_mean=_three_floats("image_mean", media_proc_cfg["image_mean"], nonzero=False),
-            image_std=_three_floats("image_std", media_proc_cfg["image_std"], nonzero=True),
-            fixed_output_tokens=fixed,
-            transparent_bg_config=None if bg is None else TransparentBgConfig.from_dict(bg),
-            transparent_bg_fill_stage=stage,
+            patch_size=media_proc_cfg["patch_size"],
+            merge_kernel_size=media_proc_cfg["merge_kernel_size"],
+            in_patch_limit=media_proc_cfg["in_patch_limit"],
+            patch_limit_on_one_side=media_proc_cfg["patch_limit_on_one_side"],
+            image_mean=media_proc_cfg["image_mean"],
+            image_std=media_proc_cfg["image_std"],
+            fixed_output_tokens=media_proc_cfg.get("fixed_output_tokens"),
+            transparent_bg_config=media_proc_cfg.get("transparent_bg_config"),
+            transparent_bg_fill_stage=media_proc_cfg.get("transparent_bg_fill_stage", "before_resize"),
         )
-
 
 
 def load_media_proc_cfg(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -350,7 +273,7 @@ def load_media_proc_cfg(path: str | os.PathLike[str]) -> dict[str, Any]:
         data = json.load(f)
     inner = data.get("media_proc_cfg") if isinstance(data, dict) else None
     if not isinstance(inner, dict):
-        raise ConfigError(f"{path} has no 'media_proc_cfg' object")
+        raise errors.no_media_proc_cfg_in(path)
     return inner
 
 
@@ -358,13 +281,14 @@ def resolve_pillow_compat(pillow_compat: Any) -> str:
     """Resolve ``pillow_compat`` to ``"12"`` or ``"13"``.
 
     ``"auto"`` means the installed Pillow: major version 13 or later gives ``"13"``
-    (vertical pass first for tall down-scales, Pillow 13 ``libImaging/Resample.c``), else ``"12"``.
+    (vertical pass first for tall down-scales, Pillow 13's ``ImagingResample``), else
+    ``"12"``. Other values are checked by the core.
 
     Raises:
         KimiK3Error: any value other than ``"auto"``, ``"12"`` or ``"13"``.
     """
     if pillow_compat == "auto":
         return "13" if int(PIL.__version__.split(".")[0]) >= 13 else "12"
-    if pillow_compat in ("12", "13"):
-        return str(pillow_compat)
-    raise KimiK3Error(f"pillow_compat must be 'auto', '12' or '13', got {pillow_compat!r}")
+    return _native.Options(pillow_compat, "float32", 1).pillow_compat
+
+

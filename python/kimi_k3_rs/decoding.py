@@ -16,14 +16,12 @@ from collections.abc import Iterator
 from typing import Any, BinaryIO, Union
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 
-from . import _ico
-from .errors import ImageError, ImageTooLargeError
+from . import _ico, _native, errors
 from .inputs import (
     _SIDE_SWAPPING_ORIENTATIONS,
     _apply_exif,
-    _check_array,
     _exif_orientation,
     _is_torch_tensor,
     _tensor_array,
@@ -46,14 +44,14 @@ def _encoded_source(data: Any) -> _Source:
     if isinstance(data, str) and data.startswith("data:"):
         _, comma, payload = data.partition(",")
         if not comma:
-            raise ImageError(f"data: URL without a ',' before its payload: {data[:40]!r}")
+            raise errors.data_url_without_comma(data)
         try:
             return io.BytesIO(base64.b64decode(payload, validate=True))
         except binascii.Error as exc:
-            raise ImageError(f"data: URL payload is not base64: {exc}") from exc
+            raise errors.data_url_not_base64(exc) from exc
     if isinstance(data, (str, os.PathLike)):
         return data
-    raise ValueError(f"Unsupported data type: {type(data)}")
+    raise errors.unsupported_data_type(data)
 
 
 def _check_pixels(size: tuple[int, int], max_image_pixels: int | None, what: str = "image") -> None:
@@ -61,11 +59,7 @@ def _check_pixels(size: tuple[int, int], max_image_pixels: int | None, what: str
     ``what`` names the header (the image, or one entry of an ICO)."""
     width, height = size
     if max_image_pixels is not None and width * height > max_image_pixels:
-        raise ImageTooLargeError(
-            f"{what} of {width}x{height} = {width * height} pixels is over "
-            f"max_image_pixels={max_image_pixels} (a decompression bomb?); "
-            "pass a larger max_image_pixels, or None, to decode it"
-        )
+        raise errors.too_many_pixels(what, width, height, max_image_pixels)
 
 
 @contextlib.contextmanager
@@ -105,16 +99,16 @@ def _open_encoded(source: _Source, max_image_pixels: int | None) -> Image.Image:
     try:
         return Image.open(source)
     except ValueError as exc:
-        raise ImageError(f"cannot read or decode it: {type(exc).__name__}: {exc}") from exc
+        raise errors.unreadable(exc) from exc
     except Image.DecompressionBombError as exc:  # over Pillow's own limit
         try:
             image = _open_unchecked(source)
         except Image.DecompressionBombError as inner:  # raised by the plugin itself
-            raise ImageTooLargeError(str(inner)) from inner
+            raise errors.pillow_bomb(inner) from inner
         width, height = image.size
         if max_image_pixels is not None and width * height > max_image_pixels:
             image.close()
-            raise ImageTooLargeError(str(exc)) from exc
+            raise errors.pillow_bomb(exc) from exc
         return image
 
 
@@ -148,7 +142,7 @@ def _open_unchecked(source: _Source) -> Image.Image:
         image._exclusive_fp = is_path  # close the file with the image, as Image.open(path) does
         return image
     fp.close()
-    raise UnidentifiedImageError("cannot identify image file")
+    raise errors.unidentified()
 
 
 @contextlib.contextmanager
@@ -192,14 +186,13 @@ def _header_size(data: Any, exif_transpose: bool) -> tuple[int, int]:
     No ``max_image_pixels`` limit applies: sizing works on any size. An ICO, which
     Pillow decodes to open it, is sized from its headers (:func:`_ico_entries`)."""
     if isinstance(data, np.ndarray):
-        _check_array(data)
-        return int(data.shape[1]), int(data.shape[0])
+        return _native.image_size(data)
     if isinstance(data, Image.Image):
         return _oriented_size(data, exif_transpose)
     if _is_torch_tensor(data):
         height, width, _, _ = _tensor_layout(data)
         if height == 0 or width == 0:
-            raise ImageError(f"image width and height must be positive, got shape {list(data.shape)}")
+            raise errors.empty_tensor(tuple(data.shape))
         return width, height
     source = _encoded_source(data)
     entries = _ico_entries(source)

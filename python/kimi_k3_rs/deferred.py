@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from . import _native
+from . import _native, errors
 from .batch import _naming, _run
 from .config import MediaProcConfig
 from .decoding import _header_size
@@ -66,7 +66,7 @@ class KimiK3EncoderInputs:
             return []
         pixel_values, grid_thws = _run(chosen, self._config, self._options, indices=order)
         if not np.array_equal(grid_thws, self.grid_thws[order]):
-            raise ValueError("Kimi-K3 deferred CPU preprocessing produced wrong grids")
+            raise errors.wrong_grids()
         rows = np.cumsum(grid_thws.prod(axis=1))[:-1]
         return list(np.split(pixel_values, rows))
 
@@ -119,9 +119,7 @@ def prepare_kimi_k3_encoder_inputs(
     else:
         media_proc_cfg = processor if isinstance(processor, Mapping) else getattr(processor, "media_proc_cfg", None)
         if not isinstance(media_proc_cfg, Mapping):
-            raise ValueError(  # noqa: TRY004 (sglang's exception and text)
-                "Kimi-K3 EPD owner-side preprocessing requires image_processor.media_proc_cfg"
-            )
+            raise errors.no_media_proc_cfg()
         cfg = MediaProcConfig.from_dict(media_proc_cfg)
         flag = getattr(processor, "exif_transpose", False)
         base = _Options.make(exif_transpose=flag if isinstance(flag, bool) else False)
@@ -141,11 +139,8 @@ def prepare_kimi_k3_encoder_inputs(
             with _naming(index):
                 _header_size(item, opts.exif_transpose)
         raise
-    configs = [_resize_dict(t) for t in _native.navit_resize_configs(sizes, cfg.native)]
-    ps = cfg.patch_size
-    grid = np.ones((len(configs), 3), dtype=np.int64)
-    grid[:, 1] = [(r["new_height"] + r["pad_height"]) // ps for r in configs]
-    grid[:, 2] = [(r["new_width"] + r["pad_width"]) // ps for r in configs]
+    tuples, grid = _native.navit_resize_configs(sizes, cfg.native)
+    configs = [_resize_dict(t) for t in tuples]
     return KimiK3EncoderInputs(
         grid_thws=grid,
         resize_configs=configs,

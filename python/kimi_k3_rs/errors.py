@@ -1,27 +1,187 @@
-"""The exceptions of kimi_k3_rs, in one place: ours, and those Pillow's decoders raise.
+"""The exceptions of kimi_k3_rs, and every message only Python can raise.
 
-``KimiK3Error`` (a ``ValueError``), ``ConfigError`` and ``ImageError`` are defined by
-the compiled core; :class:`ImageTooLargeError` is defined here. All four are public as
-``kimi_k3_rs.<name>``.
+The hierarchy is defined once, in the compiled core (``src/python/errors.rs``):
+``KimiK3Error`` (a ``ValueError``), with ``ConfigError``, ``ImageError`` and its
+``ImageTooLargeError``; all four are public as ``kimi_k3_rs.<name>``. The core's
+messages come from its error enum (``src/error.rs``). The functions here build the
+messages of faults only Python sees (Pillow, torch, media dicts, options of the
+Python API); each returns the exception for the caller to ``raise``.
+
+Every caller value embedded in a message goes through :func:`abbreviate`, the
+core's one abbreviation (at most 200 characters, on one line). Texts that sglang or
+the checkpoint define are kept verbatim, class included.
 """
 
 from __future__ import annotations
 
 import struct
+from typing import Any
 
-from ._native import ConfigError, ImageError, KimiK3Error
+from PIL import UnidentifiedImageError
 
-__all__ = ["ConfigError", "ImageError", "ImageTooLargeError", "KimiK3Error"]
+from ._native import ConfigError, ImageError, ImageTooLargeError, KimiK3Error, abbreviate
 
-
-class ImageTooLargeError(ImageError):
-    """An encoded image's header claims more pixels than ``max_image_pixels``."""
-
-
-ImageTooLargeError.__module__ = "kimi_k3_rs"
+__all__ = ["ConfigError", "ImageError", "ImageTooLargeError", "KimiK3Error", "abbreviate"]
 
 #: What Pillow's openers and decoders raise on a corrupt or unreadable file besides
 #: ``ValueError``: ``OSError`` (missing, truncated, unidentified), ``SyntaxError``
 #: (broken PNG chunks), ``NotImplementedError`` (DDS), ``RuntimeError`` (AVIF),
 #: ``KeyError`` / ``IndexError`` / ``struct.error`` / ``EOFError`` (other plugins).
 _DECODE_ERRORS = (OSError, SyntaxError, NotImplementedError, RuntimeError, KeyError, IndexError, EOFError, struct.error)
+
+
+# --- sglang's texts (kimi_k3_image_processing.py), verbatim --------------------------
+
+
+def missing_keys(names: list[str]) -> ConfigError:
+    """``prepare_kimi_k3_encoder_inputs``: required ``media_proc_cfg`` keys are absent."""
+    return ConfigError("Kimi-K3 image processor is missing deferred-preprocessing config: " + ", ".join(names))
+
+
+def no_media_proc_cfg() -> ValueError:
+    """``prepare_kimi_k3_encoder_inputs``: the processor has no ``media_proc_cfg`` dict."""
+    return ValueError("Kimi-K3 EPD owner-side preprocessing requires image_processor.media_proc_cfg")
+
+
+def unsupported_media_item(item: Any) -> ValueError:
+    """A media dict that is not ``{"type": "image", "image": ...}``."""
+    return ValueError(f"Unsupported Kimi-K3 encoder media item: {abbreviate(item)}")
+
+
+def tensor_dtype(dtype: Any) -> ValueError:
+    """``to_hwc_uint8``: a torch tensor that is not ``torch.uint8`` (the core says the same
+    of numpy arrays, naming their numpy dtype)."""
+    return ValueError(f"Kimi-K3 preprocessing expects raw uint8 pixels, got {abbreviate(str(dtype))}")
+
+
+def channel_count(channels: int) -> ValueError:
+    """``to_hwc_uint8``: an ``HWC`` torch tensor whose channel count is not 1 to 4 (the
+    core says the same of arrays)."""
+    return ValueError(f"Unsupported Kimi-K3 image channel count: {channels}")
+
+
+def wrong_grids() -> ValueError:
+    """``materialize``: the grids of the pixels differ from those computed up front."""
+    return ValueError("Kimi-K3 deferred CPU preprocessing produced wrong grids")
+
+
+# --- the checkpoint's texts (kimi_k3_vision_processing.py: _to_pil), verbatim -------
+
+
+def unsupported_data_type(data: Any) -> ValueError:
+    """``_to_pil``: an input that is neither an image, an array, a tensor nor encoded data."""
+    return ValueError(f"Unsupported data type: {abbreviate(type(data))}")
+
+
+# --- ours: decoding and Pillow ---------------------------------------------------------
+
+
+def unreadable(exc: BaseException) -> ImageError:
+    """Pillow cannot read or decode an input (missing, truncated, not an image)."""
+    return ImageError(f"cannot read or decode it: {abbreviate(exc)}")
+
+
+def at_image(index: int, exc: ImageError) -> ImageError:
+    """``exc`` raised for image ``index`` of a batch: its class, the index first."""
+    return type(exc)(f"image {index}: {exc}")
+
+
+def unidentified() -> UnidentifiedImageError:
+    """No format plugin accepts the data (Pillow's own text)."""
+    return UnidentifiedImageError("cannot identify image file")
+
+
+def data_url_without_comma(data: str) -> ImageError:
+    """A ``data:`` URL with no ``,`` before its payload."""
+    return ImageError(f"data: URL without a ',' before its payload: {abbreviate(data[:40])}")
+
+
+def data_url_not_base64(exc: BaseException) -> ImageError:
+    """A ``data:`` URL whose payload is not base64."""
+    return ImageError(f"data: URL payload is not base64: {abbreviate(str(exc))}")
+
+
+def too_many_pixels(what: str, width: int, height: int, max_image_pixels: int) -> ImageTooLargeError:
+    """A header (``what``: the image, or an ICO entry) claims more than ``max_image_pixels``."""
+    return ImageTooLargeError(
+        f"{what} of {width}x{height} = {width * height} pixels is over "
+        f"max_image_pixels={max_image_pixels} (a decompression bomb?); "
+        "pass a larger max_image_pixels, or None, to decode it"
+    )
+
+
+def pillow_bomb(exc: BaseException) -> ImageTooLargeError:
+    """Pillow's own ``DecompressionBombError`` for data over its limit and ours."""
+    return ImageTooLargeError(abbreviate(str(exc)))
+
+
+def cannot_convert(mode: str, target: str, exc: BaseException) -> ImageError:
+    """Pillow cannot ``convert`` the mode (``La`` to RGB), as in the checkpoint."""
+    return ImageError(
+        f"cannot convert a mode {abbreviate(mode)} image to {target} (Pillow: {abbreviate(str(exc))}); "
+        "the checkpoint's processor fails on it the same way"
+    )
+
+
+def pass_order(mode: str, version: str, installed: str, compat: str, size: tuple[int, int], new_size: tuple[int, int]) -> ImageError:
+    """A mode resized by the installed Pillow, whose pass order is not the one asked for."""
+    (width, height), (new_width, new_height) = size, new_size
+    return ImageError(
+        f"mode {mode} images are resized by the installed Pillow {version} "
+        f"(its 16/32-bit resample), whose pass order is pillow_compat={installed!r}, not "
+        f"{compat!r}, and the order changes the result for {width}x{height} -> "
+        f"{new_width}x{new_height}; use pillow_compat='auto'"
+    )
+
+
+def tensor_shape(shape: tuple[int, ...]) -> ImageError:
+    """A torch tensor that is not 2-D or 3-D."""
+    return ImageError(f"expected an HW, CHW or HWC uint8 tensor, got shape {list(shape)}")
+
+
+def empty_tensor(shape: tuple[int, ...]) -> ImageError:
+    """A torch tensor with a zero side."""
+    return ImageError(f"image width and height must be positive, got shape {list(shape)}")
+
+
+# --- ours: options and arguments of the Python API -------------------------------------
+
+
+def not_a_flag(name: str, value: Any) -> TypeError:
+    """A keyword that takes ``True`` or ``False`` got something else."""
+    return TypeError(f"{name} must be True or False, got {abbreviate(value)}")
+
+
+def bad_env_threads(variable: str, value: str) -> KimiK3Error:
+    """The thread-count environment variable is not an integer in range."""
+    return KimiK3Error(f"{variable} must be an integer in 1..=1024, got {abbreviate(value)}")
+
+
+def bad_max_image_pixels(value: Any) -> KimiK3Error:
+    """``max_image_pixels`` is not a positive int or None."""
+    return KimiK3Error(f"max_image_pixels must be a positive int or None, got {abbreviate(value)}")
+
+
+def bad_return_tensors(value: Any) -> ValueError:
+    """``return_tensors`` is not None, ``"np"`` or ``"pt"``."""
+    return ValueError(f"return_tensors must be None, 'np' or 'pt', got {abbreviate(value)}")
+
+
+def no_torch() -> ImportError:
+    """``return_tensors="pt"`` without torch installed."""
+    return ImportError("return_tensors='pt' needs torch, which is not installed; use return_tensors='np' or install torch")
+
+
+def not_a_mapping(what: str, value: Any) -> TypeError:
+    """``media_proc_cfg`` (or another dict argument) is not a mapping."""
+    return TypeError(f"{what} must be a dict, got {abbreviate(type(value).__name__)}")
+
+
+def no_media_proc_cfg_in(path: str) -> ConfigError:
+    """A ``preprocessor_config.json`` without a ``media_proc_cfg`` object."""
+    return ConfigError(f"{abbreviate(path)} has no 'media_proc_cfg' object")
+
+
+def sizes_not_integers(dtype: Any) -> TypeError:
+    """``count_image_tokens`` given sizes that are not integers."""
+    return TypeError(f"sizes must be integers, got dtype {abbreviate(str(dtype))}")

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from . import errors
 from .batch import _run
 from .config import MediaProcConfig, load_media_proc_cfg
 from .inputs import _as_list
@@ -33,10 +34,7 @@ def _to_tensors(out: dict[str, np.ndarray], return_tensors: str | None) -> dict[
         try:
             import torch
         except ImportError as exc:
-            raise ImportError(
-                "return_tensors='pt' needs torch, which is not installed; "
-                "use return_tensors='np' or install torch"
-            ) from exc
+            raise errors.no_torch() from exc
         tensors = {}
         for key, value in out.items():
             if value.dtype.name in ("bfloat16", "uint16") and key == "pixel_values":
@@ -44,7 +42,7 @@ def _to_tensors(out: dict[str, np.ndarray], return_tensors: str | None) -> dict[
             else:
                 tensors[key] = torch.from_numpy(value)
         return tensors
-    raise ValueError(f"return_tensors must be None, 'np' or 'pt', got {return_tensors!r}")
+    raise errors.bad_return_tensors(return_tensors)
 
 
 #: File name of a checkpoint's image-processor config (read by ``from_pretrained``,

@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 from PIL import Image, ImageOps
 
-from .errors import ImageError
+from . import errors
 
 #: EXIF orientation values that ``ImageOps.exif_transpose`` acts on; 5..8 swap the sides.
 _EXIF_ORIENTATION_TAG = 0x0112
@@ -29,7 +29,7 @@ def _split_media(item: Any) -> tuple[Any, Any]:
     """``(image, content_hash)`` of a ``{"type": "image", "image": ...}`` dict, or ``(item, None)``."""
     if isinstance(item, Mapping):
         if item.get("type") != "image" or "image" not in item:
-            raise ValueError(f"Unsupported Kimi-K3 encoder media item: {item}")
+            raise errors.unsupported_media_item(item)
         return item["image"], item.get("content_hash")
     return item, None
 
@@ -54,7 +54,7 @@ def _tensor_layout(tensor: Any) -> tuple[int, int, int | None, bool]:
     """
     dtype = str(tensor.dtype)
     if dtype != "torch.uint8":
-        raise ValueError(f"Kimi-K3 preprocessing expects raw uint8 pixels, got {dtype}")
+        raise errors.tensor_dtype(dtype)
     shape = tuple(int(v) for v in tensor.shape)
     if len(shape) == 2:
         return shape[0], shape[1], None, False
@@ -62,9 +62,9 @@ def _tensor_layout(tensor: Any) -> tuple[int, int, int | None, bool]:
         if shape[0] in (1, 3, 4):
             return shape[1], shape[2], shape[0], True
         if shape[2] not in (1, 2, 3, 4):
-            raise ValueError(f"Unsupported Kimi-K3 image channel count: {shape[2]}")
+            raise errors.channel_count(shape[2])
         return shape[0], shape[1], shape[2], False
-    raise ImageError(f"expected an HW, CHW or HWC uint8 tensor, got shape {list(shape)}")
+    raise errors.tensor_shape(shape)
 
 
 def _tensor_array(tensor: Any) -> np.ndarray:
@@ -89,18 +89,6 @@ def _apply_exif(image: Image.Image, exif_transpose: bool) -> Image.Image:
     if exif_transpose and _exif_orientation(image) in _TRANSPOSING_ORIENTATIONS:
         return ImageOps.exif_transpose(image)
     return image
-
-
-def _check_array(array: np.ndarray) -> None:
-    """Check a caller's HWC uint8 array (sglang's messages for dtype and channels)."""
-    if array.dtype != np.uint8:
-        raise ValueError(f"Kimi-K3 preprocessing expects raw uint8 pixels, got {array.dtype}")
-    if array.ndim == 3 and array.shape[2] not in (1, 2, 3, 4):
-        raise ValueError(f"Unsupported Kimi-K3 image channel count: {array.shape[2]}")
-    if array.ndim not in (2, 3):
-        raise ImageError(f"expected an HxW or HxWxC uint8 array, got shape {array.shape}")
-    if array.shape[0] == 0 or array.shape[1] == 0:
-        raise ImageError(f"image width and height must be positive, got shape {array.shape}")
 
 
 def _as_list(images: Any) -> list[Any]:

@@ -11,10 +11,8 @@ import numpy as np
 import PIL
 from PIL import Image
 
-from . import _native
+from . import _native, errors
 from .config import MediaProcConfig, resolve_pillow_compat
-from .errors import ImageError
-from .inputs import _check_array
 
 #: PIL modes whose 8-bit bands the Rust core takes as they are (HWC uint8): L, LA,
 #: RGB, RGBA; the core does their resize too (RGBA / LA premultiplied, as Pillow).
@@ -45,10 +43,7 @@ def _convert(image: Image.Image, mode: str) -> Image.Image:
     try:
         return image.convert(mode)
     except ValueError as exc:
-        raise ImageError(
-            f"cannot convert a mode {image.mode} image to {mode} (Pillow: {exc}); "
-            "the checkpoint's processor fails on it the same way"
-        ) from exc
+        raise errors.cannot_convert(image.mode, mode, exc) from exc
 
 
 def _composite_input(image: Image.Image, cfg: MediaProcConfig, *, owned: bool) -> np.ndarray:
@@ -93,15 +88,10 @@ def _delegated_resize_order_check(mode: str, size: tuple[int, int], new_size: tu
     (width, height), (new_width, new_height) = size, new_size
     dh, dw = height - new_height, width - new_width
     if dw != 0 and dh > 0 and dh > 2 * dw:
-        raise ImageError(
-            f"mode {mode} images are resized by the installed Pillow {PIL.__version__} "
-            f"(its 16/32-bit resample), whose pass order is pillow_compat={installed!r}, not "
-            f"{compat!r}, and the order changes the result for {width}x{height} -> "
-            f"{new_width}x{new_height}; use pillow_compat='auto'"
-        )
+        raise errors.pass_order(mode, PIL.__version__, installed, compat, size, new_size)
 
 
-def _resize_in_mode(image: Image.Image, new_size: tuple[int, int], compat: str) -> Image.Image:
+def _resize_in_mode(image: Image.Image, new_size: tuple[int, int], options: _native.Options) -> Image.Image:
     """``image.resize(new_size, BICUBIC)`` in the image's own mode, as Pillow does it
     (Pillow ``PIL/Image.py: Image.resize``), for every mode but L / LA / RGB / RGBA (done by the core).
 
@@ -118,13 +108,13 @@ def _resize_in_mode(image: Image.Image, new_size: tuple[int, int], compat: str) 
     if mode in _NEAREST_MODES:
         return image.resize(new_size, Image.Resampling.BICUBIC)  # Pillow switches to NEAREST
     if mode not in _RUST_RESIZE_MODES:
-        _delegated_resize_order_check(mode, image.size, new_size, compat)
+        _delegated_resize_order_check(mode, image.size, new_size, options.pillow_compat)
         return image.resize(new_size, Image.Resampling.BICUBIC)
     array = np.asarray(image)
     flip = _SIGNED_BANDS.get(mode)
     if flip is not None:
         array = array ^ flip  # the bytes Pillow stores (and resamples) for LAB
-    resized = _native.resize_bicubic(array, new_size[0], new_size[1], pillow_compat=compat)
+    resized = _native.resize_bicubic(array, new_size[0], new_size[1], options)
     if mode in _THREE_BAND_MODES:
         # Pillow stores 3 bands in 4-byte pixels and its resample zeroes the 4th byte,
         # which LAB -> RGBA (LittleCMS) copies into the alpha; ``merge`` writes it as 0 too
@@ -144,7 +134,7 @@ def _resize_in_mode(image: Image.Image, new_size: tuple[int, int], compat: str) 
 
 
 def _pixels(
-    image: Image.Image | np.ndarray, cfg: MediaProcConfig, compat: str
+    image: Image.Image | np.ndarray, cfg: MediaProcConfig, options: _native.Options
 ) -> tuple[np.ndarray, tuple[int, int] | None]:
     """Turn one loaded image into (uint8 HWC array, original size if already resized).
 
@@ -157,9 +147,8 @@ def _pixels(
     (:func:`_resize_in_mode`), then the ``convert``; Rust composites, pads, normalises
     and patchifies.
     """
-    if isinstance(image, np.ndarray):
-        _check_array(image)
-        return np.ascontiguousarray(image), None  # copies only a non-contiguous array
+    if isinstance(image, np.ndarray):  # the core checks dtype, shape and channels
+        return (image if image.flags.c_contiguous else np.ascontiguousarray(image)), None
     mode = image.mode
     if mode in _NATIVE_MODES and not (
         mode == "L" and cfg.transparent_bg_config is not None and "transparency" in image.info
@@ -171,5 +160,5 @@ def _pixels(
     _, new_width, new_height, _, _ = _native.navit_resize_config(width, height, cfg.native)
     if (new_width, new_height) == (width, height):  # Pillow's resize would be a copy
         return _composite_input(image, cfg, owned=False), None
-    resized = _resize_in_mode(image, (new_width, new_height), compat)
+    resized = _resize_in_mode(image, (new_width, new_height), options)
     return _composite_input(resized, cfg, owned=True), (width, height)

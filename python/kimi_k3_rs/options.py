@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import enum
-import numbers
 import os
 from dataclasses import dataclass
 from typing import Any, Final
@@ -15,8 +14,8 @@ from typing import Any, Final
 import numpy as np
 from PIL import Image
 
+from . import _native, errors
 from .config import resolve_pillow_compat
-from .errors import ImageError
 
 __all__ = ["DEFAULT_MAX_IMAGE_PIXELS", "NUM_THREADS_ENV"]
 
@@ -29,7 +28,7 @@ DEFAULT_MAX_IMAGE_PIXELS: int | None = (
 
 def _check_flag(name: str, value: Any) -> bool:
     if not isinstance(value, bool):
-        raise TypeError(f"{name} must be True or False, got {value!r}")
+        raise errors.not_a_flag(name, value)
     return value
 
 
@@ -47,18 +46,41 @@ _UNSET: Final = _Unset.UNSET
 
 #: Environment variable read when ``num_threads`` is None.
 NUM_THREADS_ENV = "KIMI_K3_RS_NUM_THREADS"
-_DTYPES = ("float32", "bfloat16", "float16")
+
+
+def _env_threads() -> int:
+    """The thread count of ``KIMI_K3_RS_NUM_THREADS``, 1 when unset or blank."""
+    env = os.environ.get(NUM_THREADS_ENV, "").strip()
+    if not env:
+        return 1
+    if not (env.isascii() and env.isdigit() and 1 <= int(env) <= 1024):
+        raise errors.bad_env_threads(NUM_THREADS_ENV, env)
+    return int(env)
 
 
 @dataclass(frozen=True)
 class _Options:
-    """The per-call options of every entry point, validated."""
+    """The per-call options of every entry point, validated (the core checks
+    ``pillow_compat``, ``dtype`` and ``num_threads``: ``native``)."""
 
-    compat: str
+    native: _native.Options
     exif_transpose: bool = False
-    dtype: str = "float32"
-    num_threads: int = 1
     max_image_pixels: int | None = DEFAULT_MAX_IMAGE_PIXELS
+
+    @property
+    def compat(self) -> str:
+        """``"12"`` or ``"13"``."""
+        return self.native.pillow_compat
+
+    @property
+    def dtype(self) -> str:
+        """``"float32"``, ``"bfloat16"`` or ``"float16"``."""
+        return self.native.dtype
+
+    @property
+    def num_threads(self) -> int:
+        """Threads of a call."""
+        return self.native.num_threads
 
     @classmethod
     def make(
@@ -69,43 +91,18 @@ class _Options:
         num_threads: Any = None,
         max_image_pixels: Any = DEFAULT_MAX_IMAGE_PIXELS,
     ) -> _Options:
-        if dtype not in _DTYPES:
-            raise ValueError(f"dtype must be 'float32', 'bfloat16' or 'float16', got {dtype!r}")
-        if num_threads is None:
-            env = os.environ.get(NUM_THREADS_ENV, "").strip()
-            if env and not (env.isascii() and env.isdigit() and 1 <= int(env) <= 1024):
-                raise ValueError(f"{NUM_THREADS_ENV} must be an integer in 1..1024, got {env!r}")
-            num_threads = int(env) if env else 1
-        if isinstance(num_threads, bool) or not isinstance(num_threads, numbers.Integral):
-            raise TypeError(f"num_threads must be an int or None, got {num_threads!r}")
-        if not 1 <= int(num_threads) <= 1024:
-            raise ValueError(f"num_threads must be in 1..1024, got {num_threads}")
-        num_threads = int(num_threads)
+        native = _native.Options(
+            resolve_pillow_compat(pillow_compat), dtype, _env_threads() if num_threads is None else num_threads
+        )
         if max_image_pixels is not None and (
             isinstance(max_image_pixels, bool) or not isinstance(max_image_pixels, int) or max_image_pixels < 1
         ):
-            raise ValueError(f"max_image_pixels must be a positive int or None, got {max_image_pixels!r}")
+            raise errors.bad_max_image_pixels(max_image_pixels)
         return cls(
-            compat=resolve_pillow_compat(pillow_compat),
+            native=native,
             exif_transpose=_check_flag("exif_transpose", exif_transpose),
-            dtype=dtype,
-            num_threads=num_threads,
             max_image_pixels=max_image_pixels,
         )
-
-
-def _as_native_out(out: Any, dtype: str) -> np.ndarray:
-    """The caller's ``out`` array as the element type the core writes (a view, no copy)."""
-    if not isinstance(out, np.ndarray):
-        raise TypeError(f"out must be a numpy array, got {type(out).__name__}")
-    expected = {"float32": ("float32",), "float16": ("float16",), "bfloat16": ("bfloat16", "uint16")}[dtype]
-    if out.dtype.name not in expected:
-        raise ImageError(f"out has dtype {out.dtype}, expected {' or '.join(expected)} for dtype={dtype!r}")
-    if not out.dtype.isnative:
-        raise ImageError(f"out must have the native byte order, got dtype {out.dtype.str!r}")
-    if not (out.flags.c_contiguous and out.flags.aligned and out.flags.writeable):
-        raise ImageError("out must be a C-contiguous, aligned, writeable array")
-    return out if dtype == "float32" else out.view(np.uint16)
 
 
 def _from_native(values: np.ndarray, dtype: str) -> np.ndarray:

@@ -24,16 +24,39 @@ fn dtype_name(array: &Bound<'_, PyUntypedArray>) -> String {
         .unwrap_or_else(|_| "object".to_owned())
 }
 
+/// How errors name the images of a call.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Names<'a> {
+    /// A lone image: errors carry no index.
+    Lone,
+    /// Image `k` of a batch is `image {names[k]}` (its position in the caller's
+    /// batch), or `image {k}` without names.
+    Batch(Option<&'a [usize]>),
+}
+
+impl Names<'_> {
+    /// `err` raised for image `k`.
+    fn error(self, k: usize, err: KimiError) -> PyErr {
+        match self {
+            Names::Lone => to_py_err(err),
+            Names::Batch(names) => {
+                at_image(names.and_then(|n| n.get(k).copied()).unwrap_or(k), err)
+            }
+        }
+    }
+}
+
 /// Read-only borrows of a batch of uint8 `HxW` / `HxWxC` arrays.
 pub(crate) fn borrow_images<'py>(
     images: &[Bound<'py, PyAny>],
+    names: Names<'_>,
 ) -> PyResult<Vec<PyReadonlyArrayDyn<'py, u8>>> {
     images
         .iter()
         .enumerate()
         .map(|(k, image)| {
             let array = image.cast::<PyUntypedArray>().map_err(|_| {
-                at_image(
+                names.error(
                     k,
                     KimiError::NotAnArray {
                         what: "the image".to_owned(),
@@ -41,16 +64,16 @@ pub(crate) fn borrow_images<'py>(
                     },
                 )
             })?;
+            let typed = array.cast::<PyArrayDyn<u8>>().map_err(|_| {
+                let dtype = crate::error::abbreviate(&dtype_name(array));
+                names.error(k, KimiError::PixelDtype(dtype))
+            })?;
             if !matches!(array.ndim(), 2 | 3) {
                 let shape = crate::error::py_tuple(array.shape());
-                return Err(at_image(k, KimiError::ImageShape { shape }));
+                return Err(names.error(k, KimiError::ImageShape { shape }));
             }
-            let name = dtype_name(array);
-            let typed = array
-                .cast::<PyArrayDyn<u8>>()
-                .map_err(|_| at_image(k, KimiError::PixelDtype(crate::error::abbreviate(&name))))?;
             typed.try_readonly().map_err(|e| {
-                at_image(
+                names.error(
                     k,
                     KimiError::Busy {
                         what: "the array".to_owned(),
@@ -65,6 +88,7 @@ pub(crate) fn borrow_images<'py>(
 /// Core views of borrowed arrays (no copy).
 pub(crate) fn image_views<'a>(
     arrays: &'a [PyReadonlyArrayDyn<'_, u8>],
+    names: Names<'_>,
 ) -> PyResult<Vec<ImageView<'a>>> {
     arrays
         .iter()
@@ -76,14 +100,14 @@ pub(crate) fn image_views<'a>(
                 _ => unreachable!("borrow_images admits 2-D and 3-D arrays only"),
             };
             let data = array.as_slice().map_err(|_| {
-                at_image(
+                names.error(
                     k,
                     KimiError::NotContiguous {
                         what: "the array".to_owned(),
                     },
                 )
             })?;
-            ImageView::new(data, width, height, channels).map_err(|e| at_image(k, e))
+            ImageView::new(data, width, height, channels).map_err(|e| names.error(k, e))
         })
         .collect()
 }

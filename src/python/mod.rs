@@ -19,7 +19,7 @@ use numpy::{
 };
 use pyo3::prelude::*;
 
-use borrow::{borrow_images, borrow_out, image_views, OutArray};
+use borrow::{borrow_images, borrow_out, image_views, Names, OutArray};
 use config::PyMediaProcConfig;
 use errors::{at_image, to_py_err};
 
@@ -77,6 +77,25 @@ fn int_arg(name: &'static str, value: &Bound<'_, PyAny>) -> PyResult<i128> {
     Ok(index.extract::<i128>().unwrap_or(i128::MAX))
 }
 
+/// Parse a string option; any other value is named as the parser names a bad
+/// string (its rule, the value's `repr`).
+fn str_arg<T>(
+    value: &Bound<'_, PyAny>,
+    parse: impl Fn(&str) -> Result<T, KimiError>,
+) -> PyResult<T> {
+    match value.extract::<String>() {
+        Ok(text) => parse(&text).map_err(to_py_err),
+        Err(_) => match parse("") {
+            Err(KimiError::Option { name, rule, .. }) => Err(to_py_err(KimiError::option(
+                name,
+                rule,
+                &errors::abbreviate_value(value),
+            ))),
+            other => other.map_err(to_py_err),
+        },
+    }
+}
+
 /// The options of a call: Pillow pass order, output dtype, threads; validated once.
 #[pyclass(frozen, module = "kimi_k3_rs._native", name = "Options")]
 struct PyOptions {
@@ -87,9 +106,13 @@ struct PyOptions {
 impl PyOptions {
     #[new]
     #[pyo3(signature = (pillow_compat, dtype, num_threads))]
-    fn new(pillow_compat: &str, dtype: &str, num_threads: &Bound<'_, PyAny>) -> PyResult<Self> {
-        let compat = PillowCompat::parse(pillow_compat).map_err(to_py_err)?;
-        let dtype = OutputDtype::parse(dtype).map_err(to_py_err)?;
+    fn new(
+        pillow_compat: &Bound<'_, PyAny>,
+        dtype: &Bound<'_, PyAny>,
+        num_threads: &Bound<'_, PyAny>,
+    ) -> PyResult<Self> {
+        let compat = str_arg(pillow_compat, PillowCompat::parse)?;
+        let dtype = str_arg(dtype, OutputDtype::parse)?;
         let threads = int_arg("num_threads", num_threads)?;
         let threads =
             usize::try_from(threads).map_err(|_| to_py_err(threads_error(&threads.to_string())))?;
@@ -185,8 +208,11 @@ fn count_image_tokens<'py>(
 ///
 /// `resized_from[k]`, when not None, is the original `(width, height)` of image
 /// `k`, which the caller already resized to that size's sizing (own-mode resize).
+/// `indices[k]`, when given, is the number errors give image `k` (its position
+/// in the caller's batch).
 #[pyfunction]
-#[pyo3(signature = (images, config, options, *, resized_from=None, out=None))]
+#[pyo3(signature = (images, config, options, *, resized_from=None, out=None, indices=None))]
+#[allow(clippy::too_many_arguments)]
 fn preprocess<'py>(
     py: Python<'py>,
     images: Vec<Bound<'py, PyAny>>,
@@ -194,9 +220,11 @@ fn preprocess<'py>(
     options: &PyOptions,
     resized_from: Option<Vec<Option<(u64, u64)>>>,
     out: Option<Bound<'py, PyAny>>,
+    indices: Option<Vec<usize>>,
 ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray2<i64>>)> {
-    let arrays = borrow_images(&images)?;
-    let mut views = image_views(&arrays)?;
+    let names = Names::Batch(indices.as_deref());
+    let arrays = borrow_images(&images, names)?;
+    let mut views = image_views(&arrays, names)?;
     if let Some(resized_from) = resized_from {
         if resized_from.len() != views.len() {
             return Err(to_py_err(KimiError::PerImageLength {
@@ -267,8 +295,8 @@ fn resize_bicubic<'py>(
     new_height: usize,
     options: &PyOptions,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let arrays = borrow_images(std::slice::from_ref(&image))?;
-    let view: ImageView<'_> = image_views(&arrays)?[0];
+    let arrays = borrow_images(std::slice::from_ref(&image), Names::Lone)?;
+    let view: ImageView<'_> = image_views(&arrays, Names::Lone)?[0];
     let compat = options.inner.compat();
     let resized = py
         .detach(|| crate::pipeline::resize_view(&view, new_width, new_height, compat))
@@ -280,6 +308,16 @@ fn resize_bicubic<'py>(
     Ok(resized.into_pyarray(py).reshape(shape)?.into_any())
 }
 
+/// `(width, height)` of a uint8 `HxW` / `HxWxC` array, checked as
+/// [`preprocess`] checks it (dtype, shape, channels, a zero side).
+#[pyfunction]
+#[pyo3(signature = (image, /))]
+fn image_size(image: Bound<'_, PyAny>) -> PyResult<(usize, usize)> {
+    let arrays = borrow_images(std::slice::from_ref(&image), Names::Lone)?;
+    let view = image_views(&arrays, Names::Lone)?[0];
+    Ok((view.width(), view.height()))
+}
+
 /// `kimi_k3_rs._native`: the compiled core.
 #[pymodule(gil_used = false)]
 mod _native {
@@ -289,8 +327,8 @@ mod _native {
     use super::errors::{abbreviate, ConfigError, ImageError, ImageTooLargeError, KimiK3Error};
     #[pymodule_export]
     use super::{
-        count_image_tokens, navit_resize_config, navit_resize_configs, preprocess, resize_bicubic,
-        PyMediaProcConfig, PyOptions,
+        count_image_tokens, image_size, navit_resize_config, navit_resize_configs, preprocess,
+        resize_bicubic, PyMediaProcConfig, PyOptions,
     };
 
     #[pymodule_init]
