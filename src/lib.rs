@@ -20,10 +20,13 @@ pub use pipeline::{
     plan_batch, preprocess_batch, preprocess_image, run_batch, BatchOutput, BatchPlan, ImageView,
 };
 
-#[cfg(test)]
-mod test_util {
+/// Deterministic test inputs, shared by the unit tests, the integration tests
+/// and the benches (enabled by the `for_testing` feature outside `cfg(test)`).
+#[cfg(any(test, feature = "for_testing"))]
+pub mod test_util {
     /// `n` pseudo-random bytes (xorshift64), the same for the same `seed`.
-    pub(crate) fn noise(n: usize, seed: u64) -> Vec<u8> {
+    #[must_use]
+    pub fn noise(n: usize, seed: u64) -> Vec<u8> {
         let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
         (0..n)
             .map(|_| {

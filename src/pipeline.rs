@@ -306,6 +306,30 @@ pub fn run_batch<T: OutputValue>(
     threads: usize,
     out: &mut [T],
 ) -> Result<(), KimiError> {
+    let path = SimdPath::detect();
+    run_batch_with(images, plan, cfg, table, compat, threads, path, out)
+}
+
+/// [`run_batch`] on a chosen kernel path (every supported path writes the same
+/// values; [`run_batch`] takes [`SimdPath::detect`]).
+///
+/// # Errors
+/// As [`run_batch`].
+///
+/// # Panics
+/// When `path` is not supported by this CPU.
+#[allow(clippy::too_many_arguments)]
+pub fn run_batch_with<T: OutputValue>(
+    images: &[ImageView<'_>],
+    plan: &BatchPlan,
+    cfg: &MediaProcConfig,
+    table: &ValueTable<T>,
+    compat: PillowCompat,
+    threads: usize,
+    path: SimdPath,
+    out: &mut [T],
+) -> Result<(), KimiError> {
+    assert!(path.is_supported(), "{} is not supported", path.name());
     if out.len() != plan.total_values() {
         return Err(KimiError::OutputSize {
             len: out.len(),
@@ -313,7 +337,7 @@ pub fn run_batch<T: OutputValue>(
         });
     }
     let run = Run {
-        path: SimdPath::detect(),
+        path,
         parallel: threads > 1,
     };
     let work = || {
