@@ -5,7 +5,8 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use kimi_k3_rs::normalize::{pad_normalize_patchify, NormalizeLut, PatchSource, ValueTable};
-use kimi_k3_rs::resize::{resize_bicubic, resize_bicubic_with, Coefficients, Run, SimdPath};
+use kimi_k3_rs::resize::{resize_bicubic, resize_bicubic_with, Coefficients};
+use kimi_k3_rs::simd::{Execution, SimdPath};
 use kimi_k3_rs::{navit_resize_config, preprocess_image, ImageView, MediaProcConfig, PillowCompat};
 
 const SIZES: [(usize, usize); 4] = [(448, 448), (1280, 720), (1920, 1080), (4032, 3024)];
@@ -24,11 +25,11 @@ fn noise(width: usize, height: usize, channels: usize) -> Vec<u8> {
 }
 
 /// Single-threaded runs of those of `paths` this CPU supports.
-fn serial_runs(paths: &[SimdPath]) -> impl Iterator<Item = Run> + '_ {
+fn serial_runs(paths: &[SimdPath]) -> impl Iterator<Item = Execution> + '_ {
     paths
         .iter()
         .filter(|path| path.is_supported())
-        .map(|&path| Run {
+        .map(|&path| Execution {
             path,
             parallel: false,
         })

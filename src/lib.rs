@@ -9,6 +9,7 @@ pub mod normalize;
 mod par;
 pub mod pipeline;
 pub mod resize;
+pub mod simd;
 
 #[cfg(feature = "python")]
 mod python;

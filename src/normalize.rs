@@ -13,7 +13,7 @@
 //! to the output.
 
 use crate::par::for_each_chunk;
-use crate::resize::{Run, SimdPath};
+use crate::simd::{Execution, SimdPath};
 
 /// Per-channel lookup table `u8 -> f32` with the reference's three roundings:
 /// `a = f32(v / 255.0)`, `b = f32(f64(a) - mean)`, `y = f32(f64(b) * (1.0 / std))`.
@@ -215,7 +215,7 @@ pub fn pad_normalize_patchify<T: OutputValue>(
     patch_size: usize,
     table: &ValueTable<T>,
     out: &mut [T],
-    run: Run,
+    run: Execution,
 ) {
     let (gh, gw) = (padded_height / patch_size, padded_width / patch_size);
     assert_eq!(out.len(), gh * gw * 3 * patch_size * patch_size);
@@ -252,7 +252,7 @@ fn patchify_c<const C: usize, T: OutputValue>(
     ps: usize,
     table: &ValueTable<T>,
     out: &mut [T],
-    run: Run,
+    run: Execution,
 ) {
     let plane = ps * ps;
     let patch_len = 3 * plane;
@@ -577,7 +577,7 @@ mod tests {
             2,
             &ValueTable::float32(&lut),
             &mut out,
-            Run {
+            Execution {
                 path: SimdPath::Scalar,
                 parallel: false,
             },
@@ -627,11 +627,11 @@ mod layout_tests {
     }
 
     /// Every path this CPU supports, each serially and in parallel.
-    fn runs() -> Vec<Run> {
+    fn runs() -> Vec<Execution> {
         SimdPath::ALL
             .into_iter()
             .filter(|path| path.is_supported())
-            .flat_map(|path| [false, true].map(|parallel| Run { path, parallel }))
+            .flat_map(|path| [false, true].map(|parallel| Execution { path, parallel }))
             .collect()
     }
 

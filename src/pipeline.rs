@@ -17,7 +17,8 @@ use crate::normalize::{
     pad_normalize_patchify, NormalizeLut, OutputValue, PatchSource, ValueTable,
 };
 use crate::par::install;
-use crate::resize::{premultiply, resize_bicubic_with, unpremultiply, Run, SimdPath};
+use crate::resize::{premultiply, resize_bicubic_with, unpremultiply};
+use crate::simd::{Execution, SimdPath};
 
 /// A borrowed 8-bit image: `height * width * channels` bytes, row-major, HWC.
 ///
@@ -138,7 +139,7 @@ fn run_image<T: OutputValue>(
     cfg: &MediaProcConfig,
     table: &ValueTable<T>,
     compat: PillowCompat,
-    run: Run,
+    run: Execution,
     out: &mut [T],
 ) {
     // Sizes come from a validated plan: they fit in usize because the pixels exist
@@ -336,7 +337,7 @@ pub fn run_batch_with<T: OutputValue>(
             expected: plan.total_values(),
         });
     }
-    let run = Run {
+    let run = Execution {
         path,
         parallel: threads > 1,
     };

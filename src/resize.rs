@@ -9,6 +9,7 @@
 
 use crate::config::PillowCompat;
 use crate::par::for_each_chunk;
+use crate::simd::{Execution, SimdPath};
 
 /// Fixed-point precision of the 8-bit coefficients: `32 - 8 - 2`.
 pub const PRECISION_BITS: u32 = 22;
@@ -325,81 +326,6 @@ fn weighted_sum(
     weighted_sum_scalar(src, stride, start, 0, k, out);
 }
 
-/// How a stage (the resize, or the pad / normalise / patchify) runs: the kernel
-/// implementation and whether row bands run in parallel on the current rayon pool.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Run {
-    /// Kernel implementation.
-    pub path: SimdPath,
-    /// Split the passes over row bands on the current rayon pool.
-    pub parallel: bool,
-}
-
-/// Which implementation of the kernels runs (the resize kernels, and the
-/// normalise kernel of `normalize`). Every path gives the same bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SimdPath {
-    /// Portable Rust.
-    Scalar,
-    /// x86-64 SSE4.1 intrinsics (for CPUs without AVX2).
-    Sse41,
-    /// x86-64 AVX2 + FMA intrinsics (every AVX2 CPU has FMA in practice; the
-    /// normalise kernel uses it).
-    Avx2,
-    /// x86-64 AVX-512 F + BW intrinsics for the resize kernels (and everything
-    /// [`SimdPath::Avx2`] has, which the rest of the pipeline uses).
-    Avx512,
-}
-
-impl SimdPath {
-    /// Every path, slowest first.
-    pub const ALL: [Self; 4] = [Self::Scalar, Self::Sse41, Self::Avx2, Self::Avx512];
-
-    /// The fastest path this CPU supports.
-    #[must_use]
-    pub fn detect() -> Self {
-        Self::ALL
-            .into_iter()
-            .rev()
-            .find(|path| path.is_supported())
-            .unwrap_or(Self::Scalar)
-    }
-
-    /// Whether this CPU can run the path.
-    #[must_use]
-    pub fn is_supported(self) -> bool {
-        match self {
-            Self::Scalar => true,
-            #[cfg(target_arch = "x86_64")]
-            Self::Sse41 => std::arch::is_x86_feature_detected!("sse4.1"),
-            #[cfg(target_arch = "x86_64")]
-            Self::Avx2 => {
-                std::arch::is_x86_feature_detected!("avx2")
-                    && std::arch::is_x86_feature_detected!("fma")
-            }
-            #[cfg(target_arch = "x86_64")]
-            Self::Avx512 => {
-                Self::Avx2.is_supported()
-                    && std::arch::is_x86_feature_detected!("avx512f")
-                    && std::arch::is_x86_feature_detected!("avx512bw")
-            }
-            #[cfg(not(target_arch = "x86_64"))]
-            Self::Sse41 | Self::Avx2 | Self::Avx512 => false,
-        }
-    }
-
-    /// Lower-case name (`"scalar"`, `"sse4.1"`, `"avx2"`, `"avx512"`).
-    #[must_use]
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Scalar => "scalar",
-            Self::Sse41 => "sse4.1",
-            Self::Avx2 => "avx2",
-            Self::Avx512 => "avx512",
-        }
-    }
-}
-
 /// Rows handled together by the horizontal pass. A band of `ROWS` rows is
 /// transposed so that byte `b` of every row becomes the contiguous column
 /// `columns[b * ROWS..(b + 1) * ROWS]`; then one output pixel is a weighted sum
@@ -520,7 +446,7 @@ fn horizontal_into<const C: usize>(
     width: usize,
     row0: usize,
     coeffs: &Coefficients,
-    run: Run,
+    run: Execution,
     out: &mut [u8],
 ) {
     let out_w = coeffs.bounds.len();
@@ -560,7 +486,7 @@ fn vertical_into(
     coeffs: &Coefficients,
     row_offset: usize,
     yy0: usize,
-    run: Run,
+    run: Execution,
     out: &mut [u8],
 ) {
     for_each_chunk(
@@ -593,12 +519,12 @@ fn two_pass<const C: usize>(
     ch: &Coefficients,
     cv: &Coefficients,
     vertical_first: bool,
-    run: Run,
+    run: Execution,
 ) -> Vec<u8> {
     let (new_w, new_h) = (ch.bounds.len(), cv.bounds.len());
     let out_row_len = new_w * C;
     let mut out = vec![0u8; new_h * out_row_len];
-    let serial = Run {
+    let serial = Execution {
         parallel: false,
         ..run
     };
@@ -651,7 +577,7 @@ fn resize_c<const C: usize>(
     new_width: usize,
     new_height: usize,
     compat: PillowCompat,
-    run: Run,
+    run: Execution,
 ) -> Vec<u8> {
     let need_h = new_width != width;
     let need_v = new_height != height;
@@ -706,7 +632,7 @@ pub fn resize_bicubic(
     new_height: usize,
     compat: PillowCompat,
 ) -> Vec<u8> {
-    let run = Run {
+    let run = Execution {
         path: SimdPath::detect(),
         parallel: false,
     };
@@ -715,7 +641,7 @@ pub fn resize_bicubic(
     )
 }
 
-/// [`resize_bicubic`] with a chosen [`Run`]: kernel path (every path gives the
+/// [`resize_bicubic`] with a chosen [`Execution`]: kernel path (every path gives the
 /// same bytes) and row-band parallelism on the current rayon pool.
 ///
 /// # Panics
@@ -730,7 +656,7 @@ pub fn resize_bicubic_with(
     new_width: usize,
     new_height: usize,
     compat: PillowCompat,
-    run: Run,
+    run: Execution,
 ) -> Vec<u8> {
     assert!(width > 0 && height > 0 && new_width > 0 && new_height > 0);
     assert_eq!(src.len(), width * height * channels);
@@ -887,7 +813,7 @@ mod tests {
         ] {
             let src = noise(w * h * c, (w + h) as u64);
             let (ch, cv) = (Coefficients::new(w, nw), Coefficients::new(h, nh));
-            let run = Run {
+            let run = Execution {
                 path: SimdPath::Scalar,
                 parallel: false,
             };
@@ -906,7 +832,7 @@ mod tests {
                     out
                 };
                 for parallel in [false, true] {
-                    let run = Run { parallel, ..run };
+                    let run = Execution { parallel, ..run };
                     let got = match c {
                         1 => two_pass::<1>(&src, w, &ch, &cv, vertical_first, run),
                         3 => two_pass::<3>(&src, w, &ch, &cv, vertical_first, run),
@@ -926,7 +852,7 @@ mod tests {
         src: &[u8],
         w: usize,
         ch: &Coefficients,
-        run: Run,
+        run: Execution,
         out: &mut [u8],
     ) {
         match c {
@@ -954,30 +880,20 @@ mod tests {
         for (seed, &(c, w, h, nw, nh)) in cases.iter().enumerate() {
             let src = noise(w * h * c, seed as u64 + 1);
             for compat in [PillowCompat::V12, PillowCompat::V13] {
-                let scalar = Run {
+                let scalar = Execution {
                     path: SimdPath::Scalar,
                     parallel: false,
                 };
                 let want = resize_bicubic_with(&src, w, h, c, nw, nh, compat, scalar);
                 for &path in &paths {
                     for parallel in [false, true] {
-                        let run = Run { path, parallel };
+                        let run = Execution { path, parallel };
                         let got = resize_bicubic_with(&src, w, h, c, nw, nh, compat, run);
                         assert_eq!(got, want, "{run:?} {c}x{w}x{h}->{nw}x{nh}");
                     }
                 }
             }
         }
-    }
-
-    #[test]
-    fn detect_picks_the_fastest_supported_path() {
-        let best = SimdPath::detect();
-        let rank = SimdPath::ALL.iter().position(|&p| p == best).unwrap();
-        assert!(best.is_supported());
-        assert!(SimdPath::ALL[rank + 1..].iter().all(|p| !p.is_supported()));
-        // Each path implies the ones before it (the kernels hand their tails down).
-        assert!(SimdPath::ALL[..rank].iter().all(|p| p.is_supported()));
     }
 
     #[test]

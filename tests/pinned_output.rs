@@ -13,7 +13,8 @@ use std::path::PathBuf;
 use kimi_k3_rs::config::{Background, BackgroundPattern, FillStage};
 use kimi_k3_rs::normalize::{NormalizeLut, ValueTable};
 use kimi_k3_rs::pipeline::{plan_batch, run_batch_with};
-use kimi_k3_rs::resize::{resize_bicubic, resize_bicubic_with, Run, SimdPath};
+use kimi_k3_rs::resize::{resize_bicubic, resize_bicubic_with};
+use kimi_k3_rs::simd::{Execution, SimdPath};
 use kimi_k3_rs::test_util::noise;
 use kimi_k3_rs::{preprocess_image, ImageView, MediaProcConfig, PillowCompat};
 
@@ -66,7 +67,7 @@ fn resize_hashes(path: SimdPath) -> BTreeMap<String, u64> {
         let src = noise(w * h * c, seed as u64 + 100);
         for compat in [PillowCompat::V12, PillowCompat::V13] {
             let name = format!("resize c{c} {w}x{h}->{nw}x{nh} {compat:?}");
-            let serial = Run {
+            let serial = Execution {
                 path,
                 parallel: false,
             };
@@ -79,7 +80,7 @@ fn resize_hashes(path: SimdPath) -> BTreeMap<String, u64> {
                 nw,
                 nh,
                 compat,
-                Run {
+                Execution {
                     parallel: true,
                     ..serial
                 },

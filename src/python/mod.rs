@@ -414,7 +414,7 @@ fn resize_bicubic<'py>(
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-    m.add("simd_path", crate::resize::SimdPath::detect().name())?;
+    m.add("simd_path", crate::simd::SimdPath::detect().name())?;
     m.add(
         "build_profile",
         if cfg!(debug_assertions) {
