@@ -7,7 +7,7 @@
 
 use std::borrow::Cow;
 
-use crate::composite::composite;
+use crate::composite::{composite, premultiply, unpremultiply};
 use crate::config::{FillStage, MediaProcConfig, PillowCompat};
 use crate::error::KimiError;
 use crate::geometry::{navit_resize_config, ResizeConfig};
@@ -17,7 +17,7 @@ use crate::normalize::{
     pad_normalize_patchify, NormalizeLut, OutputValue, PatchSource, ValueTable,
 };
 use crate::par::install;
-use crate::resize::{premultiply, resize_bicubic_with, unpremultiply};
+use crate::resize::resize_bicubic_with;
 use crate::simd::{Execution, SimdPath};
 
 /// A borrowed 8-bit image: `height * width * channels` bytes, row-major, HWC.

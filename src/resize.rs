@@ -2,8 +2,9 @@
 //!
 //! Follows `libImaging/Resample.c` (`precompute_coeffs`, `normalize_coeffs_8bpc`,
 //! `ImagingResampleHorizontal_8bpc`, `ImagingResampleVertical_8bpc`,
-//! `ImagingResampleInner`) of Pillow 10.4 - 13.0, and the premultiplied-alpha
-//! round trip of `PIL.Image.Image.resize` for `RGBA` / `LA` (reference-spec §5).
+//! `ImagingResampleInner`) of Pillow 10.4 - 13.0 (reference-spec §5); the
+//! premultiplied-alpha round trip of `PIL.Image.Image.resize` for `RGBA` / `LA`
+//! is in [`crate::composite`].
 //! Integer sums are associative, so the loop order here is free; the f64
 //! coefficient arithmetic is not, and keeps Pillow's operation order (no FMA).
 
@@ -675,43 +676,6 @@ pub fn resize_bicubic_with(
     }
 }
 
-/// Pillow `MULDIV255(a, b)`: `((t >> 8) + t) >> 8` with `t = a * b + 128`.
-#[inline]
-#[must_use]
-#[allow(clippy::cast_possible_truncation)]
-pub fn muldiv255(a: u8, b: u8) -> u8 {
-    let t = u32::from(a) * u32::from(b) + 128;
-    (((t >> 8) + t) >> 8) as u8
-}
-
-/// Premultiply the colour channels by the last (alpha) channel in place
-/// (Pillow `RGBA -> RGBa`, `LA -> La`).
-pub fn premultiply(pixels: &mut [u8], channels: usize) {
-    for px in pixels.chunks_exact_mut(channels) {
-        let (color, alpha) = px.split_at_mut(channels - 1);
-        let a = alpha[0];
-        for c in color {
-            *c = muldiv255(*c, a);
-        }
-    }
-}
-
-/// Undo [`premultiply`] in place (Pillow `RGBa -> RGBA`, `La -> LA`): alpha 0
-/// or 255 keeps the value, otherwise `min(255, 255 * c / a)` (integer division).
-pub fn unpremultiply(pixels: &mut [u8], channels: usize) {
-    for px in pixels.chunks_exact_mut(channels) {
-        let (color, alpha) = px.split_at_mut(channels - 1);
-        let a = u32::from(alpha[0]);
-        if a != 0 && a != 255 {
-            for c in color {
-                #[allow(clippy::cast_possible_truncation)]
-                let v = ((255 * u32::from(*c)) / a).min(255) as u8;
-                *c = v;
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -762,17 +726,6 @@ mod tests {
         assert_eq!(&c.weights[..4], expected.as_slice());
         // Pinned values of this case.
         assert_eq!(&c.weights[..4], &[1_923_834, 1_923_834, 502_623, -155_987]);
-    }
-
-    #[test]
-    fn premultiply_round_trip_matches_pillow_rules() {
-        assert_eq!(muldiv255(255, 128), 128);
-        assert_eq!(muldiv255(200, 37), 29);
-        let mut px = [200u8, 100, 50, 37, 9, 9, 9, 0, 9, 9, 9, 255];
-        premultiply(&mut px, 4);
-        assert_eq!(px, [29, 15, 7, 37, 0, 0, 0, 0, 9, 9, 9, 255]);
-        unpremultiply(&mut px, 4);
-        assert_eq!(px, [199, 103, 48, 37, 0, 0, 0, 0, 9, 9, 9, 255]);
     }
 
     #[test]
