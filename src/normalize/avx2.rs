@@ -1,7 +1,8 @@
 //! The AVX2 + FMA normalise kernel: whole MoonViT patches computed and streamed.
 //!
-//! Float32 values computed by [`Affine::value`]'s operations, eight pixels of one channel at a time, and whole patches
-//! written with 16-byte non-temporal stores.
+//! Float32 values computed by [`Affine::value`]'s operations, eight pixels of
+//! one channel at a time, and whole patches written with 16-byte non-temporal
+//! stores.
 
 use super::{Affine, INV_65280};
 use std::arch::x86_64::{
