@@ -4,7 +4,7 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use kimi_k3_rs::normalize::{pad_normalize_patchify, NormalizeLut, PatchSource, ValueTable};
+use kimi_k3_rs::normalize::{pad_normalize_patchify, NormalizeLut, ValueTable};
 use kimi_k3_rs::resize::{resize_bicubic, resize_bicubic_with, Coefficients};
 use kimi_k3_rs::simd::{Execution, SimdPath};
 use kimi_k3_rs::{navit_resize_config, preprocess_image, ImageView, MediaProcConfig, PillowCompat};
@@ -116,12 +116,7 @@ fn normalize_patchify(c: &mut Criterion) {
                 BenchmarkId::new(path.name(), format!("{w}x{h}")),
                 &src,
                 |b, src| {
-                    let source = PatchSource {
-                        data: src,
-                        width: w,
-                        height: h,
-                        channels: 3,
-                    };
+                    let source = ImageView::new(src, w, h, 3).unwrap();
                     b.iter(|| {
                         pad_normalize_patchify(
                             black_box(&source),

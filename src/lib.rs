@@ -5,6 +5,7 @@ pub mod composite;
 pub mod config;
 pub mod error;
 pub mod geometry;
+pub mod image;
 pub mod normalize;
 mod par;
 pub mod pipeline;
@@ -17,8 +18,9 @@ mod python;
 pub use config::{Background, BackgroundPattern, FillStage, MediaProcConfig, PillowCompat};
 pub use error::KimiError;
 pub use geometry::{navit_resize_config, ResizeConfig};
+pub use image::ImageView;
 pub use pipeline::{
-    plan_batch, preprocess_batch, preprocess_image, run_batch, BatchOutput, BatchPlan, ImageView,
+    plan_batch, preprocess_batch, preprocess_image, run_batch, BatchOutput, BatchPlan,
 };
 
 /// Deterministic test inputs, shared by the unit tests, the integration tests

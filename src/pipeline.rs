@@ -11,96 +11,13 @@ use crate::composite::{composite, premultiply, unpremultiply};
 use crate::config::{FillStage, MediaProcConfig, PillowCompat};
 use crate::error::KimiError;
 use crate::geometry::{navit_resize_config, ResizeConfig};
+use crate::image::ImageView;
 use rayon::iter::{IntoParallelIterator, ParallelIterator};
 
-use crate::normalize::{
-    pad_normalize_patchify, NormalizeLut, OutputValue, PatchSource, ValueTable,
-};
+use crate::normalize::{pad_normalize_patchify, NormalizeLut, OutputValue, ValueTable};
 use crate::par::install;
 use crate::resize::resize_bicubic_with;
 use crate::simd::{Execution, SimdPath};
-
-/// A borrowed 8-bit image: `height * width * channels` bytes, row-major, HWC.
-///
-/// `channels` is 1 (`L`), 2 (`LA`), 3 (`RGB`) or 4 (`RGBA`); the last channel
-/// of 2 and 4 is alpha (straight, not premultiplied).
-#[derive(Debug, Clone, Copy)]
-pub struct ImageView<'a> {
-    data: &'a [u8],
-    width: usize,
-    height: usize,
-    channels: usize,
-    resized_from: Option<(u64, u64)>,
-}
-
-impl<'a> ImageView<'a> {
-    /// Wrap a pixel buffer.
-    ///
-    /// # Arguments
-    /// * `data` - `height * width * channels` bytes.
-    /// * `width`, `height` - size in pixels (>= 1).
-    /// * `channels` - 1, 2, 3 or 4.
-    ///
-    /// # Errors
-    /// `KimiError::Channels` for another channel count, `KimiError::EmptyImage`
-    /// for a zero side, `KimiError::BufferSize` when the length does not match.
-    pub fn new(
-        data: &'a [u8],
-        width: usize,
-        height: usize,
-        channels: usize,
-    ) -> Result<Self, KimiError> {
-        if !(1..=4).contains(&channels) {
-            return Err(KimiError::Channels(channels));
-        }
-        if width == 0 || height == 0 {
-            return Err(KimiError::EmptyImage {
-                width: width as u64,
-                height: height as u64,
-            });
-        }
-        let expected = width
-            .checked_mul(height)
-            .and_then(|n| n.checked_mul(channels))
-            .ok_or(KimiError::Overflow {
-                what: "image bytes",
-            })?;
-        if data.len() != expected {
-            return Err(KimiError::BufferSize {
-                len: data.len(),
-                height,
-                width,
-                channels,
-                expected,
-            });
-        }
-        Ok(Self {
-            data,
-            width,
-            height,
-            channels,
-            resized_from: None,
-        })
-    }
-
-    /// Mark the pixels as already resized (for example by Pillow, for a mode
-    /// this crate does not resize itself) from an original of
-    /// `width x height` pixels: the sizing uses the original size, the view
-    /// must have the resulting `new_width x new_height`, and the resize step is
-    /// skipped (compositing and normalisation still run).
-    #[must_use]
-    pub fn resized_from(mut self, width: u64, height: u64) -> Self {
-        self.resized_from = Some((width, height));
-        self
-    }
-
-    /// The size the sizing rule is applied to: the original one.
-    #[must_use]
-    pub fn original_size(&self) -> (u64, u64) {
-        self.resized_from
-            .unwrap_or((self.width as u64, self.height as u64))
-    }
-}
 
 /// Sizing of one image: the reference's resize config for its original size.
 ///
@@ -193,12 +110,7 @@ fn run_image<T: OutputValue>(
         }
     }
     // Any alpha still present is dropped by reading only the colour bytes.
-    let source = PatchSource {
-        data: &pixels,
-        width: new_w,
-        height: new_h,
-        channels,
-    };
+    let source = ImageView::from_parts(&pixels, new_w, new_h, channels);
     pad_normalize_patchify(
         &source,
         (r.new_width + r.pad_width) as usize,

@@ -21,6 +21,7 @@ mod avx2;
 mod patchify;
 mod stream;
 
+use crate::image::ImageView;
 use crate::simd::Execution;
 
 /// Per-channel lookup table `u8 -> f32` with the reference's three roundings:
@@ -182,28 +183,15 @@ mod sealed {
     impl Sealed for u16 {}
 }
 
-/// An 8-bit interleaved image to patchify: `channels` bytes per pixel. With 3
-/// or 4 channels (RGB, RGBA) R, G, B are the first three bytes; with 1 or 2 (L,
-/// LA) the grey byte is replicated to R = G = B. A trailing alpha is ignored.
-#[derive(Debug, Clone, Copy)]
-pub struct PatchSource<'a> {
-    /// `height * width * channels` bytes.
-    pub data: &'a [u8],
-    /// Width in pixels.
-    pub width: usize,
-    /// Height in pixels.
-    pub height: usize,
-    /// Bytes per pixel (1 to 4).
-    pub channels: usize,
-}
-
 /// Write `(padded_h / ps) * (padded_w / ps)` patches of `3 * ps * ps` values each
 /// into `out`, row-major over the patch grid, channel-first inside a patch:
 /// `out[n, c, py, px] = table_c(pixel(i * ps + py, j * ps + px))` with
 /// `n = i * gw + j`; pixels outside `width x height` are 0 (bottom/right padding).
 ///
 /// # Arguments
-/// * `src` - the resized, unpadded image.
+/// * `src` - the resized, unpadded image. With 3 or 4 channels (RGB, RGBA) R,
+///   G, B are the first three bytes of a pixel; with 1 or 2 (L, LA) the grey
+///   byte is replicated to R = G = B. A trailing alpha is ignored.
 /// * `padded_width`, `padded_height` - multiples of `patch_size`, at least the image size.
 /// * `patch_size` - patch edge in pixels.
 /// * `table` - output value per channel and byte.
@@ -217,7 +205,7 @@ pub struct PatchSource<'a> {
 /// (the pipeline computes both from the same plan), `src.data` is shorter than
 /// `width * height * channels`, or `run.path` is not supported by this CPU.
 pub fn pad_normalize_patchify<T: OutputValue>(
-    src: &PatchSource<'_>,
+    src: &ImageView<'_>,
     padded_width: usize,
     padded_height: usize,
     patch_size: usize,

@@ -4,7 +4,8 @@
 #[cfg(target_arch = "x86_64")]
 use super::avx2;
 use super::stream::{stream_copy, stream_fence};
-use super::{OutputValue, PatchSource, ValueTable};
+use super::{OutputValue, ValueTable};
+use crate::image::ImageView;
 use crate::par::for_each_chunk;
 use crate::simd::{Execution, SimdPath};
 
@@ -20,7 +21,7 @@ const GROUP_BYTES: usize = 32 * 1024;
 /// the L1 cache, and is then streamed to `out`, which is written once,
 /// sequentially, without its lines first being read into the cache.
 pub(super) fn patchify_c<const C: usize, T: OutputValue>(
-    src: &PatchSource<'_>,
+    src: &ImageView<'_>,
     gw: usize,
     ps: usize,
     table: &ValueTable<T>,
@@ -100,7 +101,7 @@ pub(super) fn patchify_c<const C: usize, T: OutputValue>(
 /// (which run up to [`avx2::over_read`]`(C)` bytes past a patch row) stay
 /// inside `src.data`.
 fn direct_patches<const C: usize, T: OutputValue>(
-    src: &PatchSource<'_>,
+    src: &ImageView<'_>,
     i: usize,
     ps: usize,
     table: &ValueTable<T>,
@@ -145,12 +146,7 @@ mod tests {
     fn patch_layout_and_padding() {
         // 3x2 RGB image, patch 2 -> padded 4x2, grid 1x2.
         let data: Vec<u8> = (0..18).collect();
-        let src = PatchSource {
-            data: &data,
-            width: 3,
-            height: 2,
-            channels: 3,
-        };
+        let src = ImageView::new(&data, 3, 2, 3).unwrap();
         let lut = NormalizeLut::new([0.0; 3], [1.0 / 255.0; 3]);
         let mut out = vec![0f32; 2 * 3 * 4];
         pad_normalize_patchify(
@@ -176,7 +172,7 @@ mod tests {
 
     /// `out[n, c, py, px]` straight from the definition.
     fn naive<T: Copy>(
-        src: &PatchSource<'_>,
+        src: &ImageView<'_>,
         pw: usize,
         ph: usize,
         ps: usize,
@@ -237,12 +233,7 @@ mod tests {
             for channels in 1..=4 {
                 seed += 1;
                 let data = noise(width * height * channels, seed);
-                let src = PatchSource {
-                    data: &data,
-                    width,
-                    height,
-                    channels,
-                };
+                let src = ImageView::new(&data, width, height, channels).unwrap();
                 let (pw, ph) = (width.div_ceil(ps) * ps + ps, height.div_ceil(ps) * ps);
                 let n = pw * ph * 3;
                 for lut in [&formula, &lookup] {
@@ -282,12 +273,7 @@ mod tests {
             .flat_map(|y| (0..width).flat_map(move |x| [x + y, x + 85, x + 170]))
             .map(|v| (v % 256) as u8)
             .collect();
-        let src = PatchSource {
-            data: &data,
-            width,
-            height,
-            channels: 3,
-        };
+        let src = ImageView::new(&data, width, height, 3).unwrap();
         let band = 20 * 3 * 196;
         let mut out = vec![0f32; 2 * band + 3];
         let start = out.as_ptr().align_offset(16);

@@ -19,8 +19,9 @@ use crate::config::{
 };
 use crate::error::KimiError;
 use crate::geometry::navit_resize_config as core_navit_resize_config;
+use crate::image::ImageView;
 use crate::normalize::{NormalizeLut, OutputValue, ValueTable};
-use crate::pipeline::{plan_batch, run_batch, BatchPlan, ImageView};
+use crate::pipeline::{plan_batch, run_batch, BatchPlan};
 
 create_exception!(
     kimi_k3_rs,
