@@ -35,6 +35,7 @@ use passes::resize_c;
 
 /// Fixed-point precision of the 8-bit coefficients: `32 - 8 - 2`.
 pub const PRECISION_BITS: u32 = 22;
+/// Added to every weighted sum before the shift: rounds half up.
 const ROUND_BIAS: i32 = 1 << (PRECISION_BITS - 1);
 
 /// `out[l] = clip8(2^21 + sum_t k[t] * src[(start + t) * stride + l])` for every
