@@ -122,3 +122,34 @@ impl<'a> ImageView<'a> {
             .unwrap_or((self.width as u64, self.height as u64))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accessors_and_original_size() {
+        let data = [7u8; 5 * 3 * 2];
+        let view = ImageView::new(&data, 5, 3, 2).unwrap();
+        assert_eq!((view.width(), view.height(), view.channels()), (5, 3, 2));
+        assert_eq!(view.data().len(), 30);
+        assert_eq!(view.original_size(), (5, 3));
+        assert_eq!(view.resized_from(50, 30).original_size(), (50, 30));
+        let inner = ImageView::from_parts(&data, 3, 5, 2);
+        assert_eq!(
+            (inner.width, inner.height, inner.resized_from),
+            (3, 5, None)
+        );
+    }
+
+    #[test]
+    fn rejects_zero_sides() {
+        assert!(matches!(
+            ImageView::new(&[], 0, 4, 3),
+            Err(KimiError::EmptyImage {
+                width: 0,
+                height: 4
+            })
+        ));
+    }
+}
