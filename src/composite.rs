@@ -1,8 +1,12 @@
-//! Compositing transparent pixels onto a background, bit-exact.
+//! Alpha handling, bit-exact: compositing onto a background, and Pillow's
+//! premultiplied-alpha round trip.
 //!
-//! Reproduces `fill_transparent_bg_with` of the Kimi-K3 checkpoint
+//! [`composite`] reproduces `fill_transparent_bg_with` of the Kimi-K3 checkpoint
 //! (`kimi_k3_vision_processing.py`, reference-spec §4.2): float32 arithmetic,
-//! each operation rounded, then truncation to `u8`.
+//! each operation rounded, then truncation to `u8`. [`premultiply`] /
+//! [`unpremultiply`] reproduce the `RGBA -> RGBa -> RGBA` (and `LA`) conversions
+//! `PIL.Image.Image.resize` wraps around the resize of an image with alpha
+//! (reference-spec §5).
 
 use crate::config::Background;
 
@@ -58,10 +62,58 @@ pub fn composite(src: &[u8], width: usize, channels: usize, bg: &Background) -> 
     out
 }
 
+/// Pillow `MULDIV255(a, b)`: `((t >> 8) + t) >> 8` with `t = a * b + 128`.
+#[inline]
+#[must_use]
+#[allow(clippy::cast_possible_truncation)]
+pub fn muldiv255(a: u8, b: u8) -> u8 {
+    let t = u32::from(a) * u32::from(b) + 128;
+    (((t >> 8) + t) >> 8) as u8
+}
+
+/// Premultiply the colour channels by the last (alpha) channel in place
+/// (Pillow `RGBA -> RGBa`, `LA -> La`).
+pub fn premultiply(pixels: &mut [u8], channels: usize) {
+    for px in pixels.chunks_exact_mut(channels) {
+        let (color, alpha) = px.split_at_mut(channels - 1);
+        let a = alpha[0];
+        for c in color {
+            *c = muldiv255(*c, a);
+        }
+    }
+}
+
+/// Undo [`premultiply`] in place (Pillow `RGBa -> RGBA`, `La -> LA`): alpha 0
+/// or 255 keeps the value, otherwise `min(255, 255 * c / a)` (integer division).
+pub fn unpremultiply(pixels: &mut [u8], channels: usize) {
+    for px in pixels.chunks_exact_mut(channels) {
+        let (color, alpha) = px.split_at_mut(channels - 1);
+        let a = u32::from(alpha[0]);
+        if a != 0 && a != 255 {
+            for c in color {
+                #[allow(clippy::cast_possible_truncation)]
+                let v = ((255 * u32::from(*c)) / a).min(255) as u8;
+                *c = v;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::BackgroundPattern;
+
+    #[test]
+    fn premultiply_round_trip_matches_pillow_rules() {
+        assert_eq!(muldiv255(255, 128), 128);
+        assert_eq!(muldiv255(200, 37), 29);
+        let mut px = [200u8, 100, 50, 37, 9, 9, 9, 0, 9, 9, 9, 255];
+        premultiply(&mut px, 4);
+        assert_eq!(px, [29, 15, 7, 37, 0, 0, 0, 0, 9, 9, 9, 255]);
+        unpremultiply(&mut px, 4);
+        assert_eq!(px, [199, 103, 48, 37, 0, 0, 0, 0, 9, 9, 9, 255]);
+    }
 
     #[test]
     fn transparent_shows_background_opaque_keeps_color() {

@@ -5,11 +5,13 @@ pub mod composite;
 pub mod config;
 pub mod error;
 pub mod geometry;
+pub mod image;
 pub mod normalize;
 pub mod options;
 mod par;
 pub mod pipeline;
 pub mod resize;
+pub mod simd;
 
 #[cfg(feature = "python")]
 mod python;
@@ -19,16 +21,20 @@ pub use error::KimiError;
 pub use geometry::{
     count_image_tokens, grid_thws, navit_resize_config, navit_resize_configs, ResizeConfig,
 };
+pub use image::ImageView;
 pub use options::{Options, OutputDtype};
 pub use pipeline::{
     plan_batch, preprocess_batch, preprocess_image, preprocess_into, run_batch, BatchOutput,
-    BatchPlan, ImageView, OutBuffer, Output, PixelValues, Preprocessed,
+    BatchPlan, OutBuffer, Output, PixelValues, Preprocessed,
 };
 
-#[cfg(test)]
-mod test_util {
+/// Deterministic test inputs, shared by the unit tests, the integration tests
+/// and the benches (enabled by the `for_testing` feature outside `cfg(test)`).
+#[cfg(any(test, feature = "for_testing"))]
+pub mod test_util {
     /// `n` pseudo-random bytes (xorshift64), the same for the same `seed`.
-    pub(crate) fn noise(n: usize, seed: u64) -> Vec<u8> {
+    #[must_use]
+    pub fn noise(n: usize, seed: u64) -> Vec<u8> {
         let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
         (0..n)
             .map(|_| {

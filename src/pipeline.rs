@@ -7,134 +7,38 @@
 
 use std::borrow::Cow;
 
-use crate::composite::composite;
+use crate::composite::{composite, premultiply, unpremultiply};
 use crate::config::{FillStage, MediaProcConfig, PillowCompat};
 use crate::error::KimiError;
 use crate::geometry::{navit_resize_config, ResizeConfig};
+use crate::image::ImageView;
 use rayon::iter::{IntoParallelIterator, ParallelIterator};
 
+use crate::normalize::{pad_normalize_patchify, NormalizeLut, OutputValue, ValueTable};
 use crate::options::{Options, OutputDtype};
-
-use crate::normalize::{
-    pad_normalize_patchify, NormalizeLut, OutputValue, PatchSource, ValueTable,
-};
 use crate::par::install;
-use crate::resize::{premultiply, resize_bicubic_with, unpremultiply, Run, SimdPath};
+use crate::resize::resize_bicubic_with;
+use crate::simd::{Execution, SimdPath};
 
-/// A borrowed 8-bit image: `height * width * channels` bytes, row-major, HWC.
-///
-/// `channels` is 1 (`L`), 2 (`LA`), 3 (`RGB`) or 4 (`RGBA`); the last channel
-/// of 2 and 4 is alpha (straight, not premultiplied).
-#[derive(Debug, Clone, Copy)]
-pub struct ImageView<'a> {
-    data: &'a [u8],
-    width: usize,
-    height: usize,
-    channels: usize,
-    resized_from: Option<(u64, u64)>,
-}
-
-impl<'a> ImageView<'a> {
-    /// Width in pixels.
-    #[must_use]
-    pub fn width(&self) -> usize {
-        self.width
-    }
-
-    /// Height in pixels.
-    #[must_use]
-    pub fn height(&self) -> usize {
-        self.height
-    }
-
-    /// Bytes per pixel (1 to 4).
-    #[must_use]
-    pub fn channels(&self) -> usize {
-        self.channels
-    }
-
-    /// Wrap a pixel buffer.
-    ///
-    /// # Arguments
-    /// * `data` - `height * width * channels` bytes.
-    /// * `width`, `height` - size in pixels (>= 1).
-    /// * `channels` - 1, 2, 3 or 4.
-    ///
-    /// # Errors
-    /// `KimiError::Channels` for another channel count, `KimiError::EmptyImage`
-    /// for a zero side, `KimiError::BufferSize` when the length does not match.
-    pub fn new(
-        data: &'a [u8],
-        width: usize,
-        height: usize,
-        channels: usize,
-    ) -> Result<Self, KimiError> {
-        if !(1..=4).contains(&channels) {
-            return Err(KimiError::Channels(channels));
-        }
-        if width == 0 || height == 0 {
-            return Err(KimiError::EmptyImage {
-                width: width as i128,
-                height: height as i128,
-            });
-        }
-        let expected = width
-            .checked_mul(height)
-            .and_then(|n| n.checked_mul(channels))
-            .ok_or(KimiError::Overflow {
-                what: "image bytes",
-            })?;
-        if data.len() != expected {
-            return Err(KimiError::BufferSize {
-                len: data.len(),
-                height,
-                width,
-                channels,
-                expected,
-            });
-        }
-        Ok(Self {
-            data,
-            width,
-            height,
-            channels,
-            resized_from: None,
-        })
-    }
-
-    /// Mark the pixels as already resized (for example by Pillow, for a mode
-    /// this crate does not resize itself) from an original of
-    /// `width x height` pixels: the sizing uses the original size, the view
-    /// must have the resulting `new_width x new_height`, and the resize step is
-    /// skipped (compositing and normalisation still run).
-    #[must_use]
-    pub fn resized_from(mut self, width: u64, height: u64) -> Self {
-        self.resized_from = Some((width, height));
-        self
-    }
-
-    /// The size the sizing rule is applied to: the original one.
-    #[must_use]
-    pub fn original_size(&self) -> (u64, u64) {
-        self.resized_from
-            .unwrap_or((self.width as u64, self.height as u64))
-    }
-}
-
-/// Sizing of one image: the reference's resize config for its original size.
+/// Sizing of one image: the reference's resize config for its size, or the one
+/// a pre-resized view carries (checked against the view, not computed again).
 ///
 /// # Errors
-/// As [`navit_resize_config`], plus `KimiError::PreResizedSize` when a
-/// pre-resized view does not have the planned size.
+/// As [`navit_resize_config`]; `KimiError::PreResizedSize` when a pre-resized
+/// view does not have its sizing's size or padding.
 pub fn plan(image: &ImageView<'_>, cfg: &MediaProcConfig) -> Result<ResizeConfig, KimiError> {
-    let (w, h) = image.original_size();
-    let r = navit_resize_config(w, h, cfg)?;
-    if image.resized_from.is_some()
-        && (image.width as u64, image.height as u64) != (r.new_width, r.new_height)
+    let Some(r) = image.pre_resized else {
+        return navit_resize_config(image.width as u64, image.height as u64, cfg);
+    };
+    let factor = cfg.patch_size() * cfg.merge_kernel_size();
+    let pad = |new: u64| (factor - new % factor) % factor;
+    let size = (image.width as u64, image.height as u64);
+    if size != (r.new_width, r.new_height)
+        || (r.pad_width, r.pad_height) != (pad(r.new_width), pad(r.new_height))
     {
         return Err(KimiError::PreResizedSize {
-            width: image.width as u64,
-            height: image.height as u64,
+            width: size.0,
+            height: size.1,
             new_width: r.new_width,
             new_height: r.new_height,
         });
@@ -158,7 +62,7 @@ fn run_image<T: OutputValue>(
     cfg: &MediaProcConfig,
     table: &ValueTable<T>,
     compat: PillowCompat,
-    run: Run,
+    run: Execution,
     out: &mut [T],
 ) {
     // Sizes come from a validated plan: they fit in usize because the pixels exist
@@ -166,7 +70,7 @@ fn run_image<T: OutputValue>(
     let (new_w, new_h) = (r.new_width as usize, r.new_height as usize);
     let (w, h, ch) = (image.width, image.height, image.channels);
     let has_alpha = ch == 2 || ch == 4;
-    let needs_resize = image.resized_from.is_none() && (new_w, new_h) != (w, h);
+    let needs_resize = image.pre_resized.is_none() && (new_w, new_h) != (w, h);
     let resize = |src: &[u8], channels: usize| {
         resize_bicubic_with(src, w, h, channels, new_w, new_h, compat, run)
     };
@@ -212,12 +116,7 @@ fn run_image<T: OutputValue>(
         }
     }
     // Any alpha still present is dropped by reading only the colour bytes.
-    let source = PatchSource {
-        data: &pixels,
-        width: new_w,
-        height: new_h,
-        channels,
-    };
+    let source = ImageView::from_parts(&pixels, new_w, new_h, channels);
     pad_normalize_patchify(
         &source,
         (r.new_width + r.pad_width) as usize,
@@ -326,14 +225,38 @@ pub fn run_batch<T: OutputValue>(
     threads: usize,
     out: &mut [T],
 ) -> Result<(), KimiError> {
+    let path = SimdPath::detect();
+    run_batch_with(images, plan, cfg, table, compat, threads, path, out)
+}
+
+/// [`run_batch`] on a chosen kernel path (every supported path writes the same
+/// values; [`run_batch`] takes [`SimdPath::detect`]).
+///
+/// # Errors
+/// As [`run_batch`].
+///
+/// # Panics
+/// When `path` is not supported by this CPU.
+#[allow(clippy::too_many_arguments)]
+pub fn run_batch_with<T: OutputValue>(
+    images: &[ImageView<'_>],
+    plan: &BatchPlan,
+    cfg: &MediaProcConfig,
+    table: &ValueTable<T>,
+    compat: PillowCompat,
+    threads: usize,
+    path: SimdPath,
+    out: &mut [T],
+) -> Result<(), KimiError> {
+    assert!(path.is_supported(), "{} is not supported", path.name());
     if out.len() != plan.total_values() {
         return Err(KimiError::OutShape {
             got: format!("[{}]", out.len()),
             expected: format!("[{}]", plan.total_values()),
         });
     }
-    let run = Run {
-        path: SimdPath::detect(),
+    let run = Execution {
+        path,
         parallel: threads > 1,
     };
     let work = || {

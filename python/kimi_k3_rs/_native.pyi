@@ -115,7 +115,7 @@ def preprocess(
     config: MediaProcConfig,
     options: Options,
     *,
-    resized_from: list[tuple[int, int] | None] | None = None,
+    resized: list[tuple[int, int, int, int, int] | None] | None = None,
     out: npt.NDArray[Any] | None = None,
     indices: list[int] | None = None,
 ) -> tuple[npt.NDArray[Any], npt.NDArray[np.int64]]:

@@ -46,14 +46,14 @@ def _run(
     ``indices``: the numbers errors give the images (their batch positions by default).
     """
     arrays: list[np.ndarray] = []
-    resized_from: list[tuple[int, int] | None] = []
+    resized: list[tuple[int, int, int, int, int] | None] = []
     for position, item in enumerate(images):
         index = position if indices is None else indices[position]
         with _naming(index), _loaded(_unwrap_media(item), opts.exif_transpose, opts.max_image_pixels) as image:
-            array, original = _pixels(image, cfg, opts.native)
+            array, sizing = _pixels(image, cfg, opts.native)
         arrays.append(array)
-        resized_from.append(original)
+        resized.append(sizing)
     pixel_values, grid_thws = _native.preprocess(
-        arrays, cfg.native, opts.native, resized_from=resized_from, out=out, indices=indices
+        arrays, cfg.native, opts.native, resized=resized, out=out, indices=indices
     )
     return (out if out is not None else _from_native(pixel_values, opts.dtype)), grid_thws

@@ -135,8 +135,8 @@ def _resize_in_mode(image: Image.Image, new_size: tuple[int, int], options: _nat
 
 def _pixels(
     image: Image.Image | np.ndarray, cfg: MediaProcConfig, options: _native.Options
-) -> tuple[np.ndarray, tuple[int, int] | None]:
-    """Turn one loaded image into (uint8 HWC array, original size if already resized).
+) -> tuple[np.ndarray, tuple[int, int, int, int, int] | None]:
+    """Turn one loaded image into (uint8 HWC array, its sizing if already resized).
 
     Arrays and PIL ``L`` (without ``transparency``, or with no background), ``LA``,
     ``RGB``, ``RGBA`` go to Rust as they are. For other modes the reference's mode steps
@@ -157,8 +157,9 @@ def _pixels(
     if cfg.transparent_bg_fill_stage == "before_resize":
         return _composite_input(image, cfg, owned=False), None
     width, height = image.size
-    _, new_width, new_height, _, _ = _native.navit_resize_config(width, height, cfg.native)
+    sizing = _native.navit_resize_config(width, height, cfg.native)  # the only sizing of it
+    _, new_width, new_height, _, _ = sizing
     if (new_width, new_height) == (width, height):  # Pillow's resize would be a copy
         return _composite_input(image, cfg, owned=False), None
     resized = _resize_in_mode(image, (new_width, new_height), options)
-    return _composite_input(resized, cfg, owned=True), (width, height)
+    return _composite_input(resized, cfg, owned=True), sizing

@@ -206,36 +206,43 @@ fn count_image_tokens<'py>(
 
 /// Preprocess uint8 `HxW` / `HxWxC` arrays: `(pixel_values, grid_thws)`.
 ///
-/// `resized_from[k]`, when not None, is the original `(width, height)` of image
-/// `k`, which the caller already resized to that size's sizing (own-mode resize).
+/// `resized[k]`, when not None, is the sizing `(num_tokens, new_width,
+/// new_height, pad_width, pad_height)` the caller computed for image `k` and
+/// already resized it to (own-mode resize): it is not computed again.
 /// `indices[k]`, when given, is the number errors give image `k` (its position
 /// in the caller's batch).
 #[pyfunction]
-#[pyo3(signature = (images, config, options, *, resized_from=None, out=None, indices=None))]
+#[pyo3(signature = (images, config, options, *, resized=None, out=None, indices=None))]
 #[allow(clippy::too_many_arguments)]
 fn preprocess<'py>(
     py: Python<'py>,
     images: Vec<Bound<'py, PyAny>>,
     config: &PyMediaProcConfig,
     options: &PyOptions,
-    resized_from: Option<Vec<Option<(u64, u64)>>>,
+    resized: Option<Vec<Option<ResizeTuple>>>,
     out: Option<Bound<'py, PyAny>>,
     indices: Option<Vec<usize>>,
 ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray2<i64>>)> {
     let names = Names::Batch(indices.as_deref());
     let arrays = borrow_images(&images, names)?;
     let mut views = image_views(&arrays, names)?;
-    if let Some(resized_from) = resized_from {
-        if resized_from.len() != views.len() {
+    if let Some(resized) = resized {
+        if resized.len() != views.len() {
             return Err(to_py_err(KimiError::PerImageLength {
-                what: "resized_from",
-                len: resized_from.len(),
+                what: "resized",
+                len: resized.len(),
                 images: views.len(),
             }));
         }
-        for (view, original) in views.iter_mut().zip(resized_from) {
-            if let Some((w, h)) = original {
-                *view = view.resized_from(w, h);
+        for (view, sizing) in views.iter_mut().zip(resized) {
+            if let Some((num_tokens, new_width, new_height, pad_width, pad_height)) = sizing {
+                *view = view.pre_resized(ResizeConfig {
+                    num_tokens,
+                    new_width,
+                    new_height,
+                    pad_width,
+                    pad_height,
+                });
             }
         }
     }
@@ -340,6 +347,6 @@ mod _native {
             "release"
         };
         m.add("build_profile", profile)?;
-        m.add("simd_path", crate::resize::SimdPath::detect().name())
+        m.add("simd_path", crate::simd::SimdPath::detect().name())
     }
 }

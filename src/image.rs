@@ -1,0 +1,156 @@
+//! The borrowed 8-bit HWC image every stage reads: [`ImageView`].
+
+use crate::error::KimiError;
+use crate::geometry::ResizeConfig;
+
+/// A borrowed 8-bit image: `height * width * channels` bytes, row-major, HWC.
+///
+/// `channels` is 1 (`L`), 2 (`LA`), 3 (`RGB`) or 4 (`RGBA`); the last channel
+/// of 2 and 4 is alpha (straight, not premultiplied). The input of the whole
+/// pipeline ([`crate::preprocess_image`]) and of the pad / normalise / patchify
+/// stage ([`crate::normalize::pad_normalize_patchify`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ImageView<'a> {
+    pub(crate) data: &'a [u8],
+    pub(crate) width: usize,
+    pub(crate) height: usize,
+    pub(crate) channels: usize,
+    pub(crate) pre_resized: Option<ResizeConfig>,
+}
+
+impl<'a> ImageView<'a> {
+    /// Wrap a pixel buffer.
+    ///
+    /// # Arguments
+    /// * `data` - `height * width * channels` bytes.
+    /// * `width`, `height` - size in pixels (>= 1).
+    /// * `channels` - 1, 2, 3 or 4.
+    ///
+    /// # Errors
+    /// `KimiError::Channels` for another channel count, `KimiError::EmptyImage`
+    /// for a zero side, `KimiError::BufferSize` when the length does not match.
+    pub fn new(
+        data: &'a [u8],
+        width: usize,
+        height: usize,
+        channels: usize,
+    ) -> Result<Self, KimiError> {
+        if !(1..=4).contains(&channels) {
+            return Err(KimiError::Channels(channels));
+        }
+        if width == 0 || height == 0 {
+            return Err(KimiError::EmptyImage {
+                width: width as i128,
+                height: height as i128,
+            });
+        }
+        let expected = width
+            .checked_mul(height)
+            .and_then(|n| n.checked_mul(channels))
+            .ok_or(KimiError::Overflow {
+                what: "image bytes",
+            })?;
+        if data.len() != expected {
+            return Err(KimiError::BufferSize {
+                len: data.len(),
+                height,
+                width,
+                channels,
+                expected,
+            });
+        }
+        Ok(Self {
+            data,
+            width,
+            height,
+            channels,
+            pre_resized: None,
+        })
+    }
+
+    /// Mark the pixels as already resized by the caller (for example by
+    /// Pillow, for a mode this crate does not resize itself) to `resize`, the
+    /// sizing of the original image ([`crate::navit_resize_config`] of its size).
+    ///
+    /// The pipeline then takes that sizing as it is, without sizing the image
+    /// again: the view must be `new_width x new_height`, the padding must be the
+    /// config's for that size, the resize step is skipped, and compositing,
+    /// padding and normalisation still run.
+    #[must_use]
+    pub fn pre_resized(mut self, resize: ResizeConfig) -> Self {
+        self.pre_resized = Some(resize);
+        self
+    }
+
+    /// A view of pixels the crate made itself, whose length is
+    /// `width * height * channels` by construction (checked in debug builds).
+    pub(crate) fn from_parts(data: &'a [u8], width: usize, height: usize, channels: usize) -> Self {
+        debug_assert_eq!(data.len(), width * height * channels);
+        Self {
+            data,
+            width,
+            height,
+            channels,
+            pre_resized: None,
+        }
+    }
+
+    /// The pixels: `height * width * channels` bytes, row-major, HWC.
+    #[must_use]
+    pub fn data(&self) -> &'a [u8] {
+        self.data
+    }
+
+    /// Width in pixels.
+    #[must_use]
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    /// Height in pixels.
+    #[must_use]
+    pub fn height(&self) -> usize {
+        self.height
+    }
+
+    /// Bytes per pixel (1 to 4).
+    #[must_use]
+    pub fn channels(&self) -> usize {
+        self.channels
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accessors_and_pre_resized() {
+        let data = [7u8; 5 * 3 * 2];
+        let view = ImageView::new(&data, 5, 3, 2).unwrap();
+        assert_eq!((view.width(), view.height(), view.channels()), (5, 3, 2));
+        assert_eq!(view.data().len(), 30);
+        assert_eq!(view.pre_resized, None);
+        let r = ResizeConfig {
+            num_tokens: 1,
+            new_width: 5,
+            new_height: 3,
+            pad_width: 23,
+            pad_height: 25,
+        };
+        assert_eq!(view.pre_resized(r).pre_resized, Some(r));
+        let inner = ImageView::from_parts(&data, 3, 5, 2);
+        assert_eq!((inner.width, inner.height, inner.pre_resized), (3, 5, None));
+    }
+
+    #[test]
+    fn rejects_zero_sides() {
+        assert!(matches!(
+            ImageView::new(&[], 0, 4, 3),
+            Err(KimiError::EmptyImage {
+                width: 0,
+                height: 4
+            })
+        ));
+    }
+}

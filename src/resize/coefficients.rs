@@ -1,0 +1,148 @@
+//! Pillow's bicubic filter and its fixed-point taps for one axis.
+//!
+//! `precompute_coeffs` + `normalize_coeffs_8bpc` of `libImaging/Resample.c`:
+//! the f64 arithmetic keeps Pillow's operation order (no FMA), then each weight
+//! is scaled by `2^PRECISION_BITS` and rounded half away from zero.
+
+use super::PRECISION_BITS;
+
+/// Keys cubic kernel with `a = -0.5` (Pillow `bicubic_filter`), support 2.
+#[must_use]
+pub fn bicubic_filter(x: f64) -> f64 {
+    const A: f64 = -0.5;
+    let x = x.abs();
+    if x < 1.0 {
+        ((A + 2.0) * x - (A + 3.0)) * x * x + 1.0
+    } else if x < 2.0 {
+        (((x - 5.0) * x + 8.0) * x - 4.0) * A
+    } else {
+        0.0
+    }
+}
+
+/// Fixed-point filter taps for one axis, `in_size -> out_size`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Coefficients {
+    /// Per output index: `(first input index, number of taps)`.
+    pub bounds: Vec<(usize, usize)>,
+    /// Row stride of `weights`: `ceil(support) * 2 + 1`.
+    pub ksize: usize,
+    /// `out_size * ksize` weights scaled by `2^22`, rounded half away from zero.
+    pub weights: Vec<i32>,
+}
+
+impl Coefficients {
+    /// Pillow's `precompute_coeffs` + `normalize_coeffs_8bpc` for the full box
+    /// `(0, in_size)`.
+    ///
+    /// # Arguments
+    /// * `in_size` - input length in pixels (>= 1).
+    /// * `out_size` - output length in pixels (>= 1).
+    ///
+    /// # Panics
+    /// Never for `in_size, out_size >= 1` (sizes are validated by the pipeline).
+    #[must_use]
+    #[allow(
+        clippy::cast_precision_loss,
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss
+    )]
+    pub fn new(in_size: usize, out_size: usize) -> Self {
+        let scale = in_size as f64 / out_size as f64;
+        let filterscale = scale.max(1.0);
+        let support = 2.0 * filterscale;
+        let ksize = (support.ceil() as usize) * 2 + 1;
+        let ss = 1.0 / filterscale;
+        let mut bounds = Vec::with_capacity(out_size);
+        let mut weights = vec![0i32; out_size * ksize];
+        let mut w = vec![0f64; ksize];
+        for xx in 0..out_size {
+            let center = (xx as f64 + 0.5) * scale;
+            // C `(int)` truncates toward zero.
+            let xmin = ((center - support + 0.5) as i64).max(0) as usize;
+            let xmax = ((center + support + 0.5) as i64).min(in_size as i64) as usize;
+            let n = xmax - xmin;
+            let mut ww = 0.0;
+            for (x, wx) in w.iter_mut().enumerate().take(n) {
+                let v = bicubic_filter(((x + xmin) as f64 - center + 0.5) * ss);
+                *wx = v;
+                ww += v;
+            }
+            let row = &mut weights[xx * ksize..xx * ksize + n];
+            for (k, &wx) in row.iter_mut().zip(&w[..n]) {
+                let v = if ww == 0.0 { wx } else { wx / ww };
+                let scaled = v * f64::from(1u32 << PRECISION_BITS);
+                *k = if v < 0.0 {
+                    (-0.5 + scaled) as i32
+                } else {
+                    (0.5 + scaled) as i32
+                };
+            }
+            bounds.push((xmin, n));
+        }
+        Self {
+            bounds,
+            ksize,
+            weights,
+        }
+    }
+
+    /// The first input index and the weights of output `out_index`.
+    pub(super) fn taps(&self, out_index: usize) -> (usize, &[i32]) {
+        let (start, n) = self.bounds[out_index];
+        let base = out_index * self.ksize;
+        (start, &self.weights[base..base + n])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filter_values() {
+        assert_eq!(bicubic_filter(0.0), 1.0);
+        assert_eq!(bicubic_filter(1.0), 0.0);
+        assert_eq!(bicubic_filter(0.5), 0.5625);
+        assert_eq!(bicubic_filter(1.5), -0.0625);
+        assert_eq!(bicubic_filter(2.0), 0.0);
+    }
+
+    #[test]
+    fn identity_scale_coefficients_are_a_single_tap() {
+        // in == out: filterscale 1, center 2.5 for output 2, taps 1..5 at
+        // offsets -1, 0, 1, 2: only offset 0 has a weight.
+        let c = Coefficients::new(5, 5);
+        assert_eq!(c.ksize, 5);
+        assert_eq!(c.bounds[2], (1, 4));
+        assert_eq!(&c.weights[2 * 5..2 * 5 + 4], &[0, 1 << 22, 0, 0]);
+    }
+
+    #[test]
+    fn downscale_by_two_coefficients() {
+        // 4 -> 2: scale 2, support 4, ksize 9. Output 0: center 1, taps 0..=3 of
+        // the filter at (x - 0.5) / 2 normalised by their sum, times 2^22.
+        let c = Coefficients::new(4, 2);
+        assert_eq!(c.ksize, 9);
+        assert_eq!(c.bounds, vec![(0, 4), (0, 4)]);
+        let raw: Vec<f64> = (0..4)
+            .map(|x| bicubic_filter((f64::from(x) - 1.0 + 0.5) * 0.5))
+            .collect();
+        let sum: f64 = raw.iter().sum();
+        let expected: Vec<i32> = raw
+            .iter()
+            .map(|w| {
+                let v = w / sum * 4_194_304.0;
+                #[allow(clippy::cast_possible_truncation)]
+                if v < 0.0 {
+                    (v - 0.5) as i32
+                } else {
+                    (v + 0.5) as i32
+                }
+            })
+            .collect();
+        assert_eq!(&c.weights[..4], expected.as_slice());
+        // Pinned values of this case.
+        assert_eq!(&c.weights[..4], &[1_923_834, 1_923_834, 502_623, -155_987]);
+    }
+}

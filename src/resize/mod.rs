@@ -1,0 +1,217 @@
+//! Pillow's BICUBIC resize on 8-bit interleaved pixels, bit-exact: the public
+//! entry points and the choice of kernel.
+//!
+//! Follows `libImaging/Resample.c` (`precompute_coeffs`, `normalize_coeffs_8bpc`,
+//! `ImagingResampleHorizontal_8bpc`, `ImagingResampleVertical_8bpc`,
+//! `ImagingResampleInner`) of Pillow 10.4 - 13.0 (reference-spec §5); the
+//! premultiplied-alpha round trip of `PIL.Image.Image.resize` for `RGBA` / `LA`
+//! is in [`crate::composite`].
+//! Integer sums are associative, so the loop order here is free; the f64
+//! coefficient arithmetic is not, and keeps Pillow's operation order (no FMA).
+//!
+//! Laid out by job: [`Coefficients`] (`coefficients.rs`) gives each axis's
+//! fixed-point taps; `passes.rs` runs the horizontal and vertical passes band by
+//! band (`transpose.rs` turns row bands into columns for the horizontal one);
+//! each pass reduces to one weighted-sum kernel, picked here by [`SimdPath`]
+//! among `scalar.rs`, `sse41.rs`, `avx2.rs` and `avx512.rs`.
+
+mod coefficients;
+mod passes;
+mod scalar;
+mod transpose;
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
+#[cfg(target_arch = "x86_64")]
+mod sse41;
+
+pub use coefficients::{bicubic_filter, Coefficients};
+
+use crate::config::PillowCompat;
+use crate::simd::{Execution, SimdPath};
+use passes::resize_c;
+
+/// Fixed-point precision of the 8-bit coefficients: `32 - 8 - 2`.
+pub const PRECISION_BITS: u32 = 22;
+/// Added to every weighted sum before the shift: rounds half up.
+const ROUND_BIAS: i32 = 1 << (PRECISION_BITS - 1);
+
+/// `out[l] = clip8(2^21 + sum_t k[t] * src[(start + t) * stride + l])` for every
+/// lane `l` of `out` (one output row of the vertical pass, or one output column
+/// of a transposed band of the horizontal pass), on the kernel of `path`:
+/// [`scalar::weighted_sum`], [`sse41::weighted_sum`], [`avx2::weighted_sum`] or
+/// [`avx512::weighted_sum`]. Every kernel gives the same bytes.
+fn weighted_sum(
+    src: &[u8],
+    stride: usize,
+    start: usize,
+    k: &[i32],
+    out: &mut [u8],
+    path: SimdPath,
+) {
+    if k.is_empty() {
+        out.fill(scalar::clip8(ROUND_BIAS));
+        return;
+    }
+    assert!((start + k.len() - 1) * stride + out.len() <= src.len());
+    match path {
+        // SAFETY: as for AVX2 just below, with AVX-512 F + BW (and AVX2, which
+        // `SimdPath::Avx512` also requires).
+        #[cfg(target_arch = "x86_64")]
+        SimdPath::Avx512 => unsafe { avx512::weighted_sum(src, stride, start, k, out) },
+        // SAFETY: a `SimdPath::Avx2` reaches here only after `is_supported` (see
+        // `resize_bicubic_with`), and the bound on `src` is asserted just above.
+        #[cfg(target_arch = "x86_64")]
+        SimdPath::Avx2 => unsafe { avx2::weighted_sum(src, stride, start, k, out) },
+        // SAFETY: as for AVX2 just above, with SSE4.1.
+        #[cfg(target_arch = "x86_64")]
+        SimdPath::Sse41 => unsafe { sse41::weighted_sum(src, stride, start, k, out) },
+        #[cfg(not(target_arch = "x86_64"))]
+        SimdPath::Sse41 | SimdPath::Avx2 | SimdPath::Avx512 => {
+            scalar::weighted_sum(src, stride, start, 0, k, out);
+        }
+        SimdPath::Scalar => scalar::weighted_sum(src, stride, start, 0, k, out),
+    }
+}
+
+/// Whether Pillow runs the vertical pass first (Pillow 13 rule, reference-spec §5.1).
+#[must_use]
+pub fn vertical_first(
+    compat: PillowCompat,
+    width: usize,
+    height: usize,
+    new_width: usize,
+    new_height: usize,
+) -> bool {
+    #[allow(clippy::cast_possible_wrap)]
+    let (dh, dw) = (
+        height as i64 - new_height as i64,
+        width as i64 - new_width as i64,
+    );
+    compat == PillowCompat::V13 && dh > 0 && dh > 2 * dw
+}
+
+/// Resize an interleaved 8-bit image with Pillow's BICUBIC, channels independent
+/// (Pillow modes `L`, `RGB`, `CMYK`, premultiplied `La` / `RGBa`).
+///
+/// # Arguments
+/// * `src` - `height * width * channels` bytes, row-major, channels interleaved.
+/// * `width`, `height` - input size in pixels (>= 1).
+/// * `channels` - 1 to 4.
+/// * `new_width`, `new_height` - output size in pixels (>= 1).
+/// * `compat` - which Pillow pass order to reproduce.
+///
+/// Returns `new_height * new_width * channels` bytes. An axis whose size is
+/// unchanged is not resampled; both unchanged gives a copy.
+///
+/// # Panics
+/// When `src.len() != width * height * channels`, a size is 0 or `channels`
+/// is not 1..=4 (the pipeline validates all three before calling).
+#[must_use]
+pub fn resize_bicubic(
+    src: &[u8],
+    width: usize,
+    height: usize,
+    channels: usize,
+    new_width: usize,
+    new_height: usize,
+    compat: PillowCompat,
+) -> Vec<u8> {
+    let run = Execution {
+        path: SimdPath::detect(),
+        parallel: false,
+    };
+    resize_bicubic_with(
+        src, width, height, channels, new_width, new_height, compat, run,
+    )
+}
+
+/// [`resize_bicubic`] with a chosen [`Execution`]: kernel path (every path gives the
+/// same bytes) and row-band parallelism on the current rayon pool.
+///
+/// # Panics
+/// As [`resize_bicubic`], and when `run.path` is not supported by this CPU.
+#[must_use]
+#[allow(clippy::too_many_arguments)]
+pub fn resize_bicubic_with(
+    src: &[u8],
+    width: usize,
+    height: usize,
+    channels: usize,
+    new_width: usize,
+    new_height: usize,
+    compat: PillowCompat,
+    run: Execution,
+) -> Vec<u8> {
+    assert!(width > 0 && height > 0 && new_width > 0 && new_height > 0);
+    assert_eq!(src.len(), width * height * channels);
+    assert!(
+        run.path.is_supported(),
+        "{} is not supported by this CPU",
+        run.path.name()
+    );
+    let (w, h, nw, nh) = (width, height, new_width, new_height);
+    match channels {
+        1 => resize_c::<1>(src, w, h, nw, nh, compat, run),
+        2 => resize_c::<2>(src, w, h, nw, nh, compat, run),
+        3 => resize_c::<3>(src, w, h, nw, nh, compat, run),
+        4 => resize_c::<4>(src, w, h, nw, nh, compat, run),
+        _ => panic!("channels must be 1..=4, got {channels}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_util::noise;
+
+    #[test]
+    fn constant_image_stays_constant() {
+        let src = vec![77u8; 40 * 30 * 3];
+        let out = resize_bicubic(&src, 40, 30, 3, 17, 11, PillowCompat::V13);
+        assert!(out.iter().all(|&v| v == 77));
+    }
+
+    #[test]
+    fn every_simd_path_gives_the_scalar_bytes() {
+        let paths: Vec<SimdPath> = SimdPath::ALL
+            .into_iter()
+            .filter(|p| p.is_supported())
+            .collect();
+        let cases = [
+            (1, 37, 29, 11, 7),
+            (3, 300, 200, 151, 99),
+            (3, 123, 457, 61, 228),
+            (4, 90, 70, 33, 70),
+            (2, 64, 64, 64, 17),
+            (3, 40, 30, 80, 60), // up-scale
+            (1, 1, 9, 1, 4),
+        ];
+        for (seed, &(c, w, h, nw, nh)) in cases.iter().enumerate() {
+            let src = noise(w * h * c, seed as u64 + 1);
+            for compat in [PillowCompat::V12, PillowCompat::V13] {
+                let scalar = Execution {
+                    path: SimdPath::Scalar,
+                    parallel: false,
+                };
+                let want = resize_bicubic_with(&src, w, h, c, nw, nh, compat, scalar);
+                for &path in &paths {
+                    for parallel in [false, true] {
+                        let run = Execution { path, parallel };
+                        let got = resize_bicubic_with(&src, w, h, c, nw, nh, compat, run);
+                        assert_eq!(got, want, "{run:?} {c}x{w}x{h}->{nw}x{nh}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn pass_order_rule() {
+        assert!(vertical_first(PillowCompat::V13, 1242, 2688, 1223, 2646));
+        assert!(!vertical_first(PillowCompat::V13, 1244, 2629, 1241, 2623));
+        assert!(!vertical_first(PillowCompat::V12, 1242, 2688, 1223, 2646));
+    }
+}
