@@ -1,0 +1,64 @@
+"""README.md's Python examples run as written, against the installed package.
+
+Every ```python block of README.md is run, in order, in one namespace (a block may use
+names from the blocks before it), inside a fresh temporary working directory, which also
+holds the blocks' ``tempfile`` folders. Any exception fails the test with the block's
+number and text.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+import traceback
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).parents[1] / "README.md"
+
+# A fence opens with ```python on a line of its own and closes with the next ``` line.
+_PYTHON_BLOCK = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
+
+
+def python_blocks(text: str) -> list[str]:
+    """The bodies of the ```python blocks of a Markdown text, in order."""
+    return [m.group(1) for m in _PYTHON_BLOCK.finditer(text)]
+
+
+def run_blocks(blocks: list[str]) -> dict[str, object]:
+    """Run the blocks in order in one namespace; fail with the number and text of one that raises."""
+    namespace: dict[str, object] = {"__name__": "__readme__"}
+    for number, block in enumerate(blocks, 1):
+        try:
+            exec(compile(block, f"README.md python block {number}", "exec"), namespace)
+        except (Exception, SystemExit) as exc:
+            failure = (
+                f"README.md python block {number} of {len(blocks)} raised "
+                f"{type(exc).__name__}: {exc}\n\n```python\n{block}```\n\n{traceback.format_exc()}"
+            )
+        else:
+            continue
+        pytest.fail(failure, pytrace=False)   # outside the except: no "during handling" chain
+    return namespace
+
+
+def test_readme_python_blocks_run(tmp_path, monkeypatch):
+    blocks = python_blocks(README.read_text(encoding="utf-8"))
+    assert blocks, f"no ```python block in {README}"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))   # the blocks' temporary folders too
+    run_blocks(blocks)
+
+
+def test_a_raising_block_fails_with_its_number_and_text():
+    """The runner is not vacuous: only python blocks run, they share names, and one that raises fails."""
+    text = "intro\n\n```python\nx = 1\n```\n\n```bash\nexit 1\n```\n\n```python\nraise ValueError(x)\n```\n"
+    blocks = python_blocks(text)
+    assert blocks == ["x = 1\n", "raise ValueError(x)\n"]
+    assert run_blocks(blocks[:1])["x"] == 1
+    with pytest.raises(pytest.fail.Exception) as failed:
+        run_blocks(blocks)
+    message = str(failed.value)
+    assert "block 2 of 2 raised ValueError: 1" in message
+    assert "raise ValueError(x)" in message
