@@ -103,6 +103,21 @@ pub enum KimiError {
         /// The offending value, rendered and abbreviated.
         value: String,
     },
+    /// A `media_proc_cfg` value of the wrong kind where the checkpoint raises a
+    /// `TypeError` (`transparent_bg_config` that is not a mapping).
+    #[error("media_proc_cfg[\"{key}\"] must be {rule}, got {value}")]
+    ConfigType {
+        /// The config key.
+        key: &'static str,
+        /// What the value must be.
+        rule: &'static str,
+        /// The offending value, rendered and abbreviated.
+        value: String,
+    },
+    /// `transparent_bg_config` has a key the checkpoint's dataclass does not
+    /// take (the dataclass constructor's own `TypeError` text).
+    #[error("TransparentBgConfig.__init__() got an unexpected keyword argument '{0}'")]
+    BackgroundKey(String),
     /// `transparent_bg_config["pattern"]` is not a pattern the checkpoint knows
     /// (its own text, `fill_transparent_bg_with`).
     #[error("Invalid background pattern: {0}")]

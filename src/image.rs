@@ -35,15 +35,7 @@ impl<'a> ImageView<'a> {
         height: usize,
         channels: usize,
     ) -> Result<Self, KimiError> {
-        if !(1..=4).contains(&channels) {
-            return Err(KimiError::Channels(channels));
-        }
-        if width == 0 || height == 0 {
-            return Err(KimiError::EmptyImage {
-                width: width as i128,
-                height: height as i128,
-            });
-        }
+        check_shape(width, height, channels)?;
         let expected = width
             .checked_mul(height)
             .and_then(|n| n.checked_mul(channels))
@@ -118,6 +110,24 @@ impl<'a> ImageView<'a> {
     pub fn channels(&self) -> usize {
         self.channels
     }
+}
+
+/// Check the shape of an image before its bytes: 1 to 4 channels, no zero side.
+///
+/// # Errors
+/// `KimiError::Channels` for another channel count, `KimiError::EmptyImage` for
+/// a zero side.
+pub fn check_shape(width: usize, height: usize, channels: usize) -> Result<(), KimiError> {
+    if !(1..=4).contains(&channels) {
+        return Err(KimiError::Channels(channels));
+    }
+    if width == 0 || height == 0 {
+        return Err(KimiError::EmptyImage {
+            width: width as i128,
+            height: height as i128,
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

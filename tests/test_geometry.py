@@ -453,7 +453,7 @@ def test_per_image_num_tokens_is_grid_product_over_merge_squared():
 @pytest.mark.parametrize("w,h", [(0, 5), (5, 0), (0, 0), (-1, 5), (5, -1), (-(2**60), 3),
                                  (2**53 + 1, 5), (5, 2**53 + 1), (2**64, 2**64), (np.uint64(2**63), 5)])
 def test_navit_resize_config_bad_sizes(w, h):
-    with pytest.raises(kimi_k3_rs.ImageError, match="1..2\\*\\*53"):
+    with pytest.raises(kimi_k3_rs.ImageError, match="must be positive|must be at most 2\\*\\*53 pixels"):
         kimi_k3_rs.navit_resize_config(w, h, 14, 2, 16384, 512)
 
 

@@ -395,8 +395,8 @@ class FakeTensor:
 
 
 def test_fake_tensor_is_detected_as_torch():
-    assert processor_module._is_torch_tensor(FakeTensor(np.zeros((2, 2), np.uint8)))
-    assert not processor_module._is_torch_tensor(np.zeros((2, 2), np.uint8))
+    assert kimi_k3_rs.inputs._is_torch_tensor(FakeTensor(np.zeros((2, 2), np.uint8)))
+    assert not kimi_k3_rs.inputs._is_torch_tensor(np.zeros((2, 2), np.uint8))
 
 
 TENSOR_LAYOUTS = {

@@ -209,9 +209,9 @@ def spy_threads(monkeypatch):
     seen = []
     real = processor_module._native.preprocess
 
-    def spy(*args, **kwargs):
-        seen.append(kwargs.get("num_threads"))
-        return real(*args, **kwargs)
+    def spy(images, config, options, **kwargs):
+        seen.append(options.num_threads)
+        return real(images, config, options, **kwargs)
 
     monkeypatch.setattr(processor_module._native, "preprocess", spy)
     return seen

@@ -60,7 +60,7 @@ class MediaProcConfig:
         *,
         fixed_output_tokens: Any = None,
         transparent_bg_config: Any = None,
-        transparent_bg_fill_stage: Any = None,
+        transparent_bg_fill_stage: Any,
     ) -> MediaProcConfig: ...
     @property
     def patch_size(self) -> int: ...
@@ -93,8 +93,9 @@ class Options:
     @property
     def num_threads(self) -> int: ...
 
-def abbreviate(value: object, /) -> str:
-    """A caller's value as messages show it: at most 200 characters, one line."""
+def abbreviate(value: object, /, *, quote: bool = True) -> str:
+    """A caller's value as messages show it: at most 200 characters, one line (a string
+    as its repr, or as it is with ``quote=False``)."""
 
 def navit_resize_config(width: Any, height: Any, config: MediaProcConfig, /) -> tuple[int, int, int, int, int]:
     """(num_tokens, new_width, new_height, pad_width, pad_height) of one image."""

@@ -54,6 +54,6 @@ def _run(
         arrays.append(array)
         resized.append(sizing)
     pixel_values, grid_thws = _native.preprocess(
-        arrays, cfg.native, opts.native, resized=resized, out=out, indices=indices
+        arrays, cfg.native, opts.native, resized=resized, out=out, indices=None if indices is None else list(indices)
     )
     return (out if out is not None else _from_native(pixel_values, opts.dtype)), grid_thws

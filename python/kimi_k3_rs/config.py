@@ -44,9 +44,17 @@ REQUIRED_KEYS = (
 #: Field defaults of the reference ``TransparentBgConfig`` dataclass, used for
 #: keys missing inside ``transparent_bg_config`` (not the published K3 values);
 #: the core holds them.
-TRANSPARENT_BG_DEFAULTS: dict[str, Any] = _native.MediaProcConfig(
-    1, 1, 1, 1, (0.0, 0.0, 0.0), (1.0, 1.0, 1.0), transparent_bg_config={}
-).transparent_bg_config
+def _background(value: Any) -> dict[str, Any]:
+    """``transparent_bg_config`` as the core reads it: all five keys, defaults filled."""
+    bg = _native.MediaProcConfig(
+        1, 1, 1, 1, (0.0, 0.0, 0.0), (1.0, 1.0, 1.0), transparent_bg_config=value, transparent_bg_fill_stage="before_resize"
+    )
+    read = bg.transparent_bg_config
+    assert read is not None  # a mapping always gives a background
+    return read
+
+
+TRANSPARENT_BG_DEFAULTS: dict[str, Any] = _background({})
 
 
 _KIMI_K25: dict[str, Any] = {
@@ -131,8 +139,9 @@ class TransparentBgConfig:
                 pattern (the checkpoint's text); a square size or colour value out of
                 range.
         """
-        probe = _native.MediaProcConfig(1, 1, 1, 1, (0.0, 0.0, 0.0), (1.0, 1.0, 1.0), transparent_bg_config=value)
-        return cls(**probe.transparent_bg_config)
+        if value is None:
+            raise errors.not_a_mapping('media_proc_cfg["transparent_bg_config"]', value)
+        return cls(**_background(value))
 
     def as_dict(self) -> dict[str, Any]:
         """Return the fields as the ``transparent_bg_config`` dict of a ``media_proc_cfg``."""

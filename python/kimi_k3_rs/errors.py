@@ -19,7 +19,13 @@ from typing import Any
 
 from PIL import UnidentifiedImageError
 
-from ._native import ConfigError, ImageError, ImageTooLargeError, KimiK3Error, abbreviate
+from ._native import (
+    ConfigError,
+    ImageError,
+    ImageTooLargeError,
+    KimiK3Error,
+    abbreviate,
+)
 
 __all__ = ["ConfigError", "ImageError", "ImageTooLargeError", "KimiK3Error", "abbreviate"]
 
@@ -51,7 +57,7 @@ def unsupported_media_item(item: Any) -> ValueError:
 def tensor_dtype(dtype: Any) -> ValueError:
     """``to_hwc_uint8``: a torch tensor that is not ``torch.uint8`` (the core says the same
     of numpy arrays, naming their numpy dtype)."""
-    return ValueError(f"Kimi-K3 preprocessing expects raw uint8 pixels, got {abbreviate(str(dtype))}")
+    return ValueError(f"Kimi-K3 preprocessing expects raw uint8 pixels, got {abbreviate(str(dtype), quote=False)}")
 
 
 def channel_count(channels: int) -> ValueError:
@@ -98,7 +104,7 @@ def data_url_without_comma(data: str) -> ImageError:
 
 def data_url_not_base64(exc: BaseException) -> ImageError:
     """A ``data:`` URL whose payload is not base64."""
-    return ImageError(f"data: URL payload is not base64: {abbreviate(str(exc))}")
+    return ImageError(f"data: URL payload is not base64: {abbreviate(str(exc), quote=False)}")
 
 
 def too_many_pixels(what: str, width: int, height: int, max_image_pixels: int) -> ImageTooLargeError:
@@ -112,13 +118,13 @@ def too_many_pixels(what: str, width: int, height: int, max_image_pixels: int) -
 
 def pillow_bomb(exc: BaseException) -> ImageTooLargeError:
     """Pillow's own ``DecompressionBombError`` for data over its limit and ours."""
-    return ImageTooLargeError(abbreviate(str(exc)))
+    return ImageTooLargeError(abbreviate(str(exc), quote=False))
 
 
 def cannot_convert(mode: str, target: str, exc: BaseException) -> ImageError:
     """Pillow cannot ``convert`` the mode (``La`` to RGB), as in the checkpoint."""
     return ImageError(
-        f"cannot convert a mode {abbreviate(mode)} image to {target} (Pillow: {abbreviate(str(exc))}); "
+        f"cannot convert a mode {abbreviate(mode, quote=False)} image to {target} (Pillow: {abbreviate(str(exc), quote=False)}); "
         "the checkpoint's processor fails on it the same way"
     )
 
@@ -174,14 +180,14 @@ def no_torch() -> ImportError:
 
 def not_a_mapping(what: str, value: Any) -> TypeError:
     """``media_proc_cfg`` (or another dict argument) is not a mapping."""
-    return TypeError(f"{what} must be a dict, got {abbreviate(type(value).__name__)}")
+    return TypeError(f"{what} must be a dict, got {abbreviate(type(value).__name__, quote=False)}")
 
 
 def no_media_proc_cfg_in(path: str) -> ConfigError:
     """A ``preprocessor_config.json`` without a ``media_proc_cfg`` object."""
-    return ConfigError(f"{abbreviate(path)} has no 'media_proc_cfg' object")
+    return ConfigError(f"{abbreviate(path, quote=False)} has no 'media_proc_cfg' object")
 
 
 def sizes_not_integers(dtype: Any) -> TypeError:
     """``count_image_tokens`` given sizes that are not integers."""
-    return TypeError(f"sizes must be integers, got dtype {abbreviate(str(dtype))}")
+    return TypeError(f"sizes must be integers, got dtype {abbreviate(str(dtype), quote=False)}")

@@ -85,6 +85,16 @@ pub(crate) fn borrow_images<'py>(
         .collect()
 }
 
+/// `(height, width, channels)` of a 2-D (`HxW`, one channel) or 3-D shape
+/// ([`borrow_images`] admits no other).
+pub(crate) fn hwc(shape: &[usize]) -> (usize, usize, usize) {
+    match *shape {
+        [h, w] => (h, w, 1),
+        [h, w, c] => (h, w, c),
+        _ => unreachable!("borrow_images admits 2-D and 3-D arrays only"),
+    }
+}
+
 /// Core views of borrowed arrays (no copy).
 pub(crate) fn image_views<'a>(
     arrays: &'a [PyReadonlyArrayDyn<'_, u8>],
@@ -94,11 +104,7 @@ pub(crate) fn image_views<'a>(
         .iter()
         .enumerate()
         .map(|(k, array)| {
-            let (height, width, channels) = match *array.shape() {
-                [h, w] => (h, w, 1),
-                [h, w, c] => (h, w, c),
-                _ => unreachable!("borrow_images admits 2-D and 3-D arrays only"),
-            };
+            let (height, width, channels) = hwc(array.shape());
             let data = array.as_slice().map_err(|_| {
                 names.error(
                     k,

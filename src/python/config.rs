@@ -6,15 +6,14 @@
 //! rules and their texts are the core's. A rejected value is named by its
 //! Python `repr`, abbreviated.
 
-use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyMapping, PyString};
+use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyMapping, PySequence, PyString};
 
 use super::errors::{abbreviate_value, to_py_err};
 use crate::config::{
     Background, BackgroundPattern, FillStage, MediaProcConfig, BACKGROUND_RULE, BOOL_RULE,
-    BYTE_RULE, FIXED_OUTPUT_TOKENS_RULE, INT_RULE, IN_PATCH_LIMIT_RULE, MAX_CONFIG_INT, MEAN_RULE,
-    STD_RULE,
+    BYTE_RULE, FILL_STAGE_RULE, FIXED_OUTPUT_TOKENS_RULE, INT_RULE, IN_PATCH_LIMIT_RULE,
+    MAX_CONFIG_INT, MEAN_RULE, STD_RULE,
 };
 use crate::error::KimiError;
 
@@ -57,10 +56,12 @@ fn int_key(key: &'static str, rule: &'static str, value: &Bound<'_, PyAny>) -> P
 
 /// Three finite reals (a list, tuple or array), as the reference's `np.array(value)`.
 fn three(key: &'static str, rule: &'static str, value: &Bound<'_, PyAny>) -> PyResult<[f64; 3]> {
+    // A sequence (list, tuple, numpy array), as `np.array(value)` reads one.
     let text_like = value.is_instance_of::<PyString>()
         || value.is_instance_of::<PyBytes>()
         || value.is_instance_of::<PyByteArray>();
-    if !text_like && value.len().ok() == Some(3) {
+    let sequence = value.cast::<PySequence>().is_ok() || value.hasattr("__array__")?;
+    if sequence && !text_like && value.len().ok() == Some(3) {
         let mut out = [0.0; 3];
         let mut ok = true;
         for (slot, item) in out.iter_mut().zip(value.try_iter()?) {
@@ -120,14 +121,11 @@ fn background(value: &Bound<'_, PyAny>) -> PyResult<Option<Background>> {
         return Ok(None);
     }
     let Ok(mapping) = value.cast::<PyMapping>() else {
-        return Err(PyTypeError::new_err(
-            KimiError::config(
-                "transparent_bg_config",
-                BACKGROUND_RULE,
-                &abbreviate_value(value),
-            )
-            .to_string(),
-        ));
+        return Err(to_py_err(KimiError::ConfigType {
+            key: "transparent_bg_config",
+            rule: BACKGROUND_RULE,
+            value: abbreviate_value(value),
+        }));
     };
     for key in mapping.keys()?.iter() {
         let known = key
@@ -135,9 +133,8 @@ fn background(value: &Bound<'_, PyAny>) -> PyResult<Option<Background>> {
             .is_ok_and(|k| BACKGROUND_KEYS.contains(&k.as_str()));
         if !known {
             let shown = key.str().map(|s| s.to_string()).unwrap_or_default();
-            return Err(PyTypeError::new_err(format!(
-                "TransparentBgConfig.__init__() got an unexpected keyword argument '{}'",
-                crate::error::abbreviate(&shown)
+            return Err(to_py_err(KimiError::BackgroundKey(
+                crate::error::abbreviate(&shown),
             )));
         }
     }
@@ -217,7 +214,7 @@ pub(crate) struct PyMediaProcConfig {
 #[pymethods]
 impl PyMediaProcConfig {
     #[new]
-    #[pyo3(signature = (patch_size, merge_kernel_size, in_patch_limit, patch_limit_on_one_side, image_mean, image_std, *, fixed_output_tokens=None, transparent_bg_config=None, transparent_bg_fill_stage=None))]
+    #[pyo3(signature = (patch_size, merge_kernel_size, in_patch_limit, patch_limit_on_one_side, image_mean, image_std, *, fixed_output_tokens=None, transparent_bg_config=None, transparent_bg_fill_stage))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         patch_size: &Bound<'_, PyAny>,
@@ -228,32 +225,18 @@ impl PyMediaProcConfig {
         image_std: &Bound<'_, PyAny>,
         fixed_output_tokens: Option<&Bound<'_, PyAny>>,
         transparent_bg_config: Option<&Bound<'_, PyAny>>,
-        transparent_bg_fill_stage: Option<&Bound<'_, PyAny>>,
+        transparent_bg_fill_stage: &Bound<'_, PyAny>,
     ) -> PyResult<Self> {
         let py = patch_size.py();
         let none = py.None().into_bound(py);
         let mean = three("image_mean", MEAN_RULE, image_mean)?;
         let std = three("image_std", STD_RULE, image_std)?;
-        let fill_stage = match transparent_bg_fill_stage {
-            None => FillStage::BeforeResize,
-            Some(v) if v.is_none() => FillStage::BeforeResize,
-            Some(v) => match v.extract::<String>() {
-                Ok(name) => FillStage::parse(&name).map_err(|_| {
-                    bad(
-                        "transparent_bg_fill_stage",
-                        crate::config::FILL_STAGE_RULE,
-                        v,
-                    )
-                })?,
-                Err(_) => {
-                    return Err(bad(
-                        "transparent_bg_fill_stage",
-                        crate::config::FILL_STAGE_RULE,
-                        v,
-                    ))
-                }
-            },
-        };
+        let stage = transparent_bg_fill_stage;
+        let fill_stage = stage
+            .extract::<String>()
+            .ok()
+            .and_then(|name| FillStage::parse(&name).ok())
+            .ok_or_else(|| bad("transparent_bg_fill_stage", FILL_STAGE_RULE, stage))?;
         let fixed = fixed_tokens(fixed_output_tokens.unwrap_or(&none))?;
         let background = background(transparent_bg_config.unwrap_or(&none))?;
         let inner = MediaProcConfig::new(

@@ -42,7 +42,10 @@ fn new_err(err: &KimiError, msg: String) -> PyErr {
     match err {
         KimiError::Config { .. } | KimiError::Pattern(_) => ConfigError::new_err(msg),
         KimiError::Channels(_) | KimiError::PixelDtype(_) => PyValueError::new_err(msg),
-        KimiError::NotAnArray { .. } | KimiError::NotAnInt { .. } => PyTypeError::new_err(msg),
+        KimiError::NotAnArray { .. }
+        | KimiError::NotAnInt { .. }
+        | KimiError::ConfigType { .. }
+        | KimiError::BackgroundKey(_) => PyTypeError::new_err(msg),
         KimiError::Option { .. } | KimiError::SideLimit { .. } | KimiError::Threads(_) => {
             KimiK3Error::new_err(msg)
         }
@@ -57,9 +60,13 @@ pub(crate) fn to_py_err(err: KimiError) -> PyErr {
 }
 
 /// `err` raised for image `index` of a batch: its class, and its text after
-/// `image {index}: ` (sglang's verbatim texts stay as they are).
+/// `image {index}: ` (the verbatim texts of sglang and the reference stay as
+/// they are).
 pub(crate) fn at_image(index: usize, err: KimiError) -> PyErr {
-    if matches!(err, KimiError::Channels(_) | KimiError::PixelDtype(_)) {
+    if matches!(
+        err,
+        KimiError::Channels(_) | KimiError::PixelDtype(_) | KimiError::SideLimit { .. }
+    ) {
         return to_py_err(err);
     }
     let msg = format!("image {index}: {err}");
@@ -84,8 +91,14 @@ const MAX_ITEMS: usize = 8;
 
 /// Render `value` for a message, without its bulk: bytes as their length,
 /// arrays and tensors as shape and dtype, PIL images as mode and size,
-/// containers item by item (at most 8), anything else as its `repr`.
-fn render(value: &Bound<'_, PyAny>, depth: usize) -> String {
+/// containers item by item (at most 8), anything else as its `repr` (a
+/// top-level string as it is when `quote` is false).
+fn render(value: &Bound<'_, PyAny>, depth: usize, quote: bool) -> String {
+    if !quote && depth == 0 {
+        if let Ok(text) = value.cast::<PyString>() {
+            return text.to_string();
+        }
+    }
     if value.is_instance_of::<PyBytes>()
         || value.is_instance_of::<PyByteArray>()
         || value.is_instance_of::<PyMemoryView>()
@@ -125,7 +138,13 @@ fn render(value: &Bound<'_, PyAny>, depth: usize) -> String {
             let items: Vec<String> = dict
                 .iter()
                 .take(MAX_ITEMS)
-                .map(|(k, v)| format!("{}: {}", render(&k, depth + 1), render(&v, depth + 1)))
+                .map(|(k, v)| {
+                    format!(
+                        "{}: {}",
+                        render(&k, depth + 1, true),
+                        render(&v, depth + 1, true)
+                    )
+                })
                 .collect();
             let more = if dict.len() > MAX_ITEMS { ", ..." } else { "" };
             return format!("{{{}{more}}}", items.join(", "));
@@ -151,7 +170,7 @@ fn render(value: &Bound<'_, PyAny>, depth: usize) -> String {
                 })
             });
         if let Ok((items, len, open, close)) = seq {
-            let shown: Vec<String> = items.iter().map(|v| render(v, depth + 1)).collect();
+            let shown: Vec<String> = items.iter().map(|v| render(v, depth + 1, true)).collect();
             let more = if len > MAX_ITEMS { ", ..." } else { "" };
             let comma = if len == 1 && open == "(" { "," } else { "" };
             return format!("{open}{}{comma}{more}{close}", shown.join(", "));
@@ -167,15 +186,16 @@ fn render(value: &Bound<'_, PyAny>, depth: usize) -> String {
 /// without its bulk (see `render`), then [`crate::error::abbreviate`]d to at
 /// most 200 characters on one line.
 pub(crate) fn abbreviate_value(value: &Bound<'_, PyAny>) -> String {
-    abbreviate_text(&render(value, 0))
+    abbreviate_text(&render(value, 0, true))
 }
 
 /// Render a caller's value for a message, at most 200 characters, on one line:
 /// ``<bytes, 791555 bytes>``, ``<PIL.Image mode=RGB size=640x480>``,
 /// ``<numpy.ndarray shape=(2, 3) dtype=uint8>``, containers item by item,
-/// anything else as its ``repr``; an exception as ``Type: text``.
+/// anything else as its ``repr``; an exception as ``Type: text``. With
+/// ``quote=False`` a string is shown as it is (a text, not a value).
 #[pyfunction]
-#[pyo3(signature = (value, /))]
-pub(crate) fn abbreviate(value: &Bound<'_, PyAny>) -> String {
-    abbreviate_value(value)
+#[pyo3(signature = (value, /, *, quote=true))]
+pub(crate) fn abbreviate(value: &Bound<'_, PyAny>, quote: bool) -> String {
+    abbreviate_text(&render(value, 0, quote))
 }

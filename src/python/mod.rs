@@ -321,8 +321,9 @@ fn resize_bicubic<'py>(
 #[pyo3(signature = (image, /))]
 fn image_size(image: Bound<'_, PyAny>) -> PyResult<(usize, usize)> {
     let arrays = borrow_images(std::slice::from_ref(&image), Names::Lone)?;
-    let view = image_views(&arrays, Names::Lone)?[0];
-    Ok((view.width(), view.height()))
+    let (height, width, channels) = borrow::hwc(arrays[0].shape());
+    crate::image::check_shape(width, height, channels).map_err(to_py_err)?;
+    Ok((width, height))
 }
 
 /// `kimi_k3_rs._native`: the compiled core.
