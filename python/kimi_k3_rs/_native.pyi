@@ -16,6 +16,7 @@ __all__ = [
     "KimiK3Error",
     "MediaProcConfig",
     "Options",
+    "__version__",
     "abbreviate",
     "build_profile",
     "count_image_tokens",

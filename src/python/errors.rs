@@ -4,7 +4,7 @@
 use pyo3::create_exception;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyMemoryView, PyString, PyTuple};
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyMemoryView, PyString, PyTuple, PyType};
 
 use crate::error::{abbreviate as abbreviate_text, KimiError};
 
@@ -125,7 +125,7 @@ fn render(value: &Bound<'_, PyAny>, depth: usize, quote: bool) -> String {
             }
         }
     }
-    if !value.is_instance_of::<PyString>() {
+    if !value.is_instance_of::<PyString>() && !value.is_instance_of::<PyType>() {
         if let (Ok(shape), Ok(dtype)) = (value.getattr("shape"), value.getattr("dtype")) {
             return format!(
                 "<{name} shape={} dtype={dtype}>",

@@ -348,6 +348,15 @@ mod _native {
             "release"
         };
         m.add("build_profile", profile)?;
-        m.add("simd_path", crate::simd::SimdPath::detect().name())
+        m.add("simd_path", crate::simd::SimdPath::detect().name())?;
+        let mut names: Vec<String> = m
+            .dict()
+            .keys()
+            .iter()
+            .filter_map(|k| k.extract::<String>().ok())
+            .filter(|k| !k.starts_with('_') || k == "__version__")
+            .collect();
+        names.sort();
+        m.add("__all__", names)
     }
 }
