@@ -34,7 +34,8 @@ from PIL import Image
 import kimi_k3_rs
 
 CHECKPOINT_PRE_CONFIG = {
-    # what the Kimi-K3 checkpoint ships (reference-spec section 1); only media_proc_cfg is read
+    # what the Kimi-K3 checkpoint's preprocessor_config.json ships; only media_proc_cfg is read
+    # (KimiK3VisionProcessor.__init__ in kimi_k3_vision_processing.py takes it)
     "auto_map": {"AutoImageProcessor": "kimi_k3_vision_processing.KimiK3VisionProcessor",
                  "AutoProcessor": "kimi_k3_processor.KimiK3Processor"},
     "media_proc_cfg": kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG,

@@ -1,12 +1,12 @@
 //! Alpha handling, bit-exact: compositing onto a background, and Pillow's
 //! premultiplied-alpha round trip.
 //!
-//! [`composite`] reproduces `fill_transparent_bg_with` of the Kimi-K3 checkpoint
-//! (`kimi_k3_vision_processing.py`, reference-spec §4.2): float32 arithmetic,
+//! [`composite`] reproduces the Kimi-K3 checkpoint's
+//! `kimi_k3_vision_processing.py: fill_transparent_bg_with`: float32 arithmetic,
 //! each operation rounded, then truncation to `u8`. [`premultiply`] /
 //! [`unpremultiply`] reproduce the `RGBA -> RGBa -> RGBA` (and `LA`) conversions
-//! `PIL.Image.Image.resize` wraps around the resize of an image with alpha
-//! (reference-spec §5).
+//! Pillow's `PIL/Image.py: Image.resize` wraps around the resize of an image with
+//! alpha (the `RGBa` / `La` conversions of `libImaging/Convert.c`).
 
 use crate::config::Background;
 

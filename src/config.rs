@@ -1,8 +1,9 @@
 //! `media_proc_cfg`: the checkpoint's preprocessing configuration, validated.
 //!
 //! Mirrors the keys of `preprocessor_config.json["media_proc_cfg"]` of the
-//! Kimi-K2.5 / Kimi-K3 checkpoints (reference-spec §1). Construction checks
-//! every numeric invariant and never clamps or replaces a bad value.
+//! Kimi-K2.5 / Kimi-K3 checkpoints, as `kimi_k3_vision_processing.py:
+//! KimiK3VisionProcessor.__init__` receives them. Construction checks every
+//! numeric invariant and never clamps or replaces a bad value.
 
 use crate::error::{quoted, KimiError};
 
@@ -118,7 +119,8 @@ impl Background {
     }
 
     /// Background value (same for R, G, B) at column `x`, row `y` of the
-    /// resized, unpadded image (reference-spec §4.2).
+    /// resized, unpadded image (as `kimi_k3_vision_processing.py:
+    /// fill_transparent_bg_with` draws its background).
     #[must_use]
     pub fn value_at(&self, x: usize, y: usize) -> u8 {
         match self.pattern {
@@ -175,7 +177,8 @@ impl FillStage {
     }
 }
 
-/// Which Pillow release's resize pass order to reproduce (reference-spec §5.1).
+/// Which Pillow release's resize pass order to reproduce
+/// (`libImaging/Resample.c: ImagingResampleInner`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PillowCompat {
     /// Pillow <= 12.3: horizontal pass first, always.

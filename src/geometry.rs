@@ -1,9 +1,9 @@
 //! NaViT sizing: how large an image becomes and how much padding it gets.
 //!
-//! Reproduces `media_utils.navit_resize_image` of the Kimi-K2.5 / Kimi-K3
+//! Reproduces `media_utils.py: navit_resize_image` of the Kimi-K2.5 / Kimi-K3
 //! checkpoints (and sglang's `navit_resize_config`), including Python's float
 //! semantics: `max(1.0, width // patch_size)`, int/int true division rounded
-//! correctly, `int()` truncation (reference-spec §2).
+//! correctly, `int()` truncation.
 
 use crate::config::MediaProcConfig;
 use crate::error::KimiError;
@@ -266,7 +266,8 @@ mod tests {
 
     #[test]
     fn spec_reference_vectors() {
-        // reference-spec §2 table: (W, H) -> K2.5, K3.
+        // Reference vectors of `media_utils.py: navit_resize_image`
+        // (checked against the HF expression): (W, H) -> K2.5, K3.
         check(640, 480, 16384, (640, 480, 4, 24, 414));
         check(1920, 1080, 16384, (1920, 1080, 12, 12, 2691));
         check(1024, 1024, 16384, (1024, 1024, 12, 12, 1369));

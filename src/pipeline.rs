@@ -1,8 +1,9 @@
 //! The whole per-image pipeline: size, (composite,) resize, (composite,) pad,
 //! normalise, patchify — in the order the checkpoint processor runs them.
 //!
-//! Reproduces `KimiK25VisionProcessor.preprocess` and
-//! `KimiK3VisionProcessor.preprocess` (reference-spec §3, §4.1) for images held
+//! Reproduces `kimi_k25_vision_processing.py: KimiK25VisionProcessor.preprocess`
+//! and `kimi_k3_vision_processing.py: KimiK3VisionProcessor.preprocess` (with its
+//! `transparent_bg_fill_stage` order of composite and resize) for images held
 //! as 8-bit `L` (1 channel), `LA` (2), `RGB` (3) or `RGBA` (4).
 
 use std::borrow::Cow;

@@ -1,9 +1,11 @@
 //! Pad, normalise and patchify in one pass over the 8-bit pixels.
 //!
-//! Normalisation reproduces `media_utils.normalize` of the checkpoints
-//! (reference-spec §3.4) through a per-channel 256-entry table; patch layout
-//! reproduces `media_utils.navit_patchify` (§3.5). Padding pixels are zeros
-//! before normalisation, so they read `lut[c][0]`.
+//! Normalisation reproduces `media_utils.py: normalize` of the checkpoints, as
+//! `kimi_k25_vision_processing.py: KimiK25VisionProcessor.preprocess` calls it
+//! (float64 `mean` and `1.0 / std`), through a per-channel 256-entry table;
+//! patch layout reproduces `media_utils.py: navit_patchify`. Padding pixels are
+//! zeros before normalisation (`np.pad` in `KimiK25VisionProcessor.preprocess`),
+//! so they read `lut[c][0]`.
 //!
 //! Two implementations write the same bits. The portable one looks every value
 //! up in the table. On x86-64 with AVX2 + FMA, when every table value is
@@ -238,7 +240,7 @@ mod tests {
     #[test]
     fn lut_matches_reference_bits_for_half() {
         let lut = NormalizeLut::new([0.5; 3], [0.5; 3]);
-        // reference-spec §3.4
+        // Bits of `media_utils.py: normalize` for mean = std = 0.5.
         assert_eq!(lut.get(0, 0).to_bits(), 0xbf80_0000);
         assert_eq!(lut.get(0, 1).to_bits(), 0xbf7d_fdfe);
         assert_eq!(lut.get(1, 127).to_bits(), 0xbb80_8080);

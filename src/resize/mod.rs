@@ -3,9 +3,9 @@
 //!
 //! Follows `libImaging/Resample.c` (`precompute_coeffs`, `normalize_coeffs_8bpc`,
 //! `ImagingResampleHorizontal_8bpc`, `ImagingResampleVertical_8bpc`,
-//! `ImagingResampleInner`) of Pillow 10.4 - 13.0 (reference-spec §5); the
-//! premultiplied-alpha round trip of `PIL.Image.Image.resize` for `RGBA` / `LA`
-//! is in [`crate::composite`].
+//! `ImagingResampleInner`, called from `ImagingResample`) of Pillow 10.4 - 13.0,
+//! as reached from `PIL/Image.py: Image.resize`; the premultiplied-alpha round
+//! trip of `Image.resize` for `RGBA` / `LA` is in [`crate::composite`].
 //! Integer sums are associative, so the loop order here is free; the f64
 //! coefficient arithmetic is not, and keeps Pillow's operation order (no FMA).
 //!
@@ -76,7 +76,8 @@ fn weighted_sum(
     }
 }
 
-/// Whether Pillow runs the vertical pass first (Pillow 13 rule, reference-spec §5.1).
+/// Whether Pillow runs the vertical pass first (the Pillow 13 rule of
+/// `libImaging/Resample.c: ImagingResampleInner`).
 #[must_use]
 pub fn vertical_first(
     compat: PillowCompat,
