@@ -43,6 +43,8 @@ from PIL import Image
 import kimi_k3_rs
 from kimi_k3_rs import _native
 
+OPTIONS_13 = _native.Options("13", "float32", 1)
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from reference import reference_preprocess  # noqa: E402
 
@@ -180,8 +182,8 @@ def targets(args: argparse.Namespace, bandwidth: float, results: list[dict[str, 
     array = rng.integers(0, 256, (3024, 4032, 3), dtype=np.uint8)
     image = Image.fromarray(array)
     pil_ms = median_ms(lambda: image.resize((2069, 1551), Image.Resampling.BICUBIC), args.repeat)
-    ours_ms = median_ms(lambda: _native.resize_bicubic(array, 2069, 1551, pillow_compat="13"), args.repeat)
-    same = np.array_equal(np.asarray(image.resize((2069, 1551), Image.Resampling.BICUBIC)), _native.resize_bicubic(array, 2069, 1551, pillow_compat="13"))
+    ours_ms = median_ms(lambda: _native.resize_bicubic(array, 2069, 1551, OPTIONS_13), args.repeat)
+    same = np.array_equal(np.asarray(image.resize((2069, 1551), Image.Resampling.BICUBIC)), _native.resize_bicubic(array, 2069, 1551, OPTIONS_13))
     min_resize = {"avx2": 4, "avx512": 7}.get(kimi_k3_rs.simd_path)  # no target for other paths
     add(
         f"resize stage 4032x3024 -> 2069x1551 ({kimi_k3_rs.simd_path})",

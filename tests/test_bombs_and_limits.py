@@ -727,7 +727,7 @@ import numpy as np
 from kimi_k3_rs import _native
 new_width, new_height = int(sys.argv[1]), int(sys.argv[2])
 try:
-    _native.resize_bicubic(np.zeros((2, 2, 4), np.uint8), new_width, new_height, pillow_compat="13")
+    _native.resize_bicubic(np.zeros((2, 2, 4), np.uint8), new_width, new_height, _native.Options("13", "float32", 1))
 except (ValueError, TypeError, MemoryError, OverflowError) as exc:
     print("clean", type(exc).__name__)
 except BaseException as exc:
