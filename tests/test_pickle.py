@@ -275,6 +275,29 @@ def test_spawn_pool(tmp_path, preset):
         assert_bit_equal(pv, want_pv, "pixel_values")
 
 
+def _materialize_in_worker(enc, indices):
+    """What an owner rank runs on deferred inputs it received."""
+    return [f.view(np.uint32).copy() for f in enc.materialize(indices)]
+
+
+@pytest.mark.parametrize("entry", ["k3", "k25"])
+def test_spawn_pool_owners_materialize(tmp_path, entry):
+    """sglang's flow across processes: the driver prepares, owners materialise their images."""
+    prepare = kimi_k3_rs.prepare_kimi_k3_encoder_inputs if entry == "k3" else prepare_kimi_k25_encoder_inputs
+    path = tmp_path / "photo.png"
+    alpha_pattern_rgba(90, 60, 1).save(path)
+    items = [*_pool_images(), str(path), {"type": "image", "image": Image.open(path), "content_hash": "h"}]
+    enc = prepare(items, kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG)
+    owned = [[0, 2, 4], [5, 3, 1]]
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(2) as pool:
+        results = pool.map(functools.partial(_materialize_in_worker, enc), owned)
+    want = enc.materialize()
+    for indices, features in zip(owned, results):
+        for i, feature in zip(indices, features):
+            assert_bit_equal(feature, want[i].view(np.uint32), f"image {i}")
+
+
 def test_datasets_map_num_proc(tmp_path, monkeypatch):
     datasets = pytest.importorskip("datasets")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")

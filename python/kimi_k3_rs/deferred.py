@@ -279,7 +279,7 @@ def _prepare(
         cfg = MediaProcConfig.from_dict(media_proc_cfg)
         flag = getattr(processor, "exif_transpose", False)
         base = _Options.make(exif_transpose=flag if isinstance(flag, bool) else False)
-    if flavour.rgb:
+    if flavour.rgb and (cfg.transparent_bg_config is not None or cfg.transparent_bg_fill_stage != "before_resize"):
         cfg = dataclasses.replace(cfg, transparent_bg_config=None, transparent_bg_fill_stage="before_resize")
     opts = _Options.make(
         base.compat if pillow_compat is None else pillow_compat,
