@@ -12,11 +12,9 @@ import base64
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 
+import kimi_k3_rs
 import numpy as np
 import pytest
-from PIL import Image
-
-import kimi_k3_rs
 from helpers import (
     alpha_pattern_la,
     alpha_pattern_rgba,
@@ -30,6 +28,7 @@ from helpers import (
     split_by_grid,
 )
 from kimi_k3_rs.deferred import KimiK25EncoderInputs, prepare_kimi_k25_encoder_inputs
+from PIL import Image
 from reference import navit_resize_image, reference_preprocess
 
 K25 = kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG

@@ -15,11 +15,9 @@ import io
 import multiprocessing
 import pickle
 
+import kimi_k3_rs
 import numpy as np
 import pytest
-from PIL import Image
-
-import kimi_k3_rs
 from helpers import (
     CLIP_MEAN,
     CLIP_STD,
@@ -36,6 +34,7 @@ from helpers import (
 from kimi_k3_rs import _native
 from kimi_k3_rs.deferred import prepare_kimi_k25_encoder_inputs
 from kimi_k3_rs.options import _Options
+from PIL import Image
 
 PROTOCOLS = range(pickle.HIGHEST_PROTOCOL + 1)
 
