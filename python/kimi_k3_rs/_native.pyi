@@ -81,6 +81,8 @@ class MediaProcConfig:
     def transparent_bg_config(self) -> dict[str, Any] | None: ...
     @property
     def transparent_bg_fill_stage(self) -> str: ...
+    def __reduce__(self) -> tuple[Any, tuple[type[MediaProcConfig], tuple[Any, ...], dict[str, Any]]]:
+        """Pickling and ``copy``: ``copyreg.__newobj_ex__`` with the constructor's arguments."""
 
 @final
 class Options:
@@ -93,6 +95,8 @@ class Options:
     def dtype(self) -> str: ...
     @property
     def num_threads(self) -> int: ...
+    def __reduce__(self) -> tuple[type[Options], tuple[str, str, int]]:
+        """Pickling and ``copy``: ``Options(pillow_compat, dtype, num_threads)``."""
 
 def abbreviate(value: object, /, *, quote: bool = True) -> str:
     """A caller's value as messages show it: at most 200 characters, one line (a string

@@ -214,6 +214,24 @@ class MediaProcConfig:
         ):
             object.__setattr__(self, name, value)
 
+    def __reduce__(self) -> tuple[type[MediaProcConfig], tuple[Any, ...]]:
+        """Pickling and ``copy``: the class and its fields; loading validates them again
+        and builds a new ``native`` (so a pickle never holds the Rust object)."""
+        return (
+            type(self),
+            (
+                self.patch_size,
+                self.merge_kernel_size,
+                self.in_patch_limit,
+                self.patch_limit_on_one_side,
+                self.image_mean,
+                self.image_std,
+                self.fixed_output_tokens,
+                self.transparent_bg_config,
+                self.transparent_bg_fill_stage,
+            ),
+        )
+
     @classmethod
     def from_dict(cls, media_proc_cfg: Any) -> MediaProcConfig:
         """Validate a ``media_proc_cfg`` dict (the checkpoint's keys, sglang's required ones).

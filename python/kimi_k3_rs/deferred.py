@@ -1,28 +1,38 @@
 """sglang's deferred flow: every image's geometry up front, its pixels on demand.
 
-Reproduces sglang's ``kimi_k3_image_processing.py: prepare_kimi_k3_encoder_inputs``.
+Reproduces sglang's ``kimi_k3_image_processing.py: prepare_kimi_k3_encoder_inputs``
+and ``kimi_k25_image_processing.py: prepare_kimi_k25_encoder_inputs`` (one machinery;
+the K2.5 entry differs where sglang's does: its messages, and images taken as RGB).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import dataclasses
+import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
+from PIL import Image
 
 from . import _native, errors
 from .batch import _naming, _run
-from .config import MediaProcConfig
+from .config import REQUIRED_KEYS, MediaProcConfig
 from .decoding import _header_size
 from .errors import _DECODE_ERRORS, ImageError
 from .hf import KimiK3VisionProcessor
-from .inputs import _as_list, _split_media
+from .inputs import _as_list, _is_torch_tensor, _split_media
 from .options import _UNSET, _Options, _Unset
 from .sizing import _resize_dict
 
-__all__ = ["KimiK3EncoderInputs", "prepare_kimi_k3_encoder_inputs"]
+__all__ = [
+    "KimiK3EncoderInputs",
+    "KimiK25EncoderInputs",
+    "prepare_kimi_k3_encoder_inputs",
+    "prepare_kimi_k25_encoder_inputs",
+]
 
 @dataclass
 class KimiK3EncoderInputs:
@@ -36,6 +46,15 @@ class KimiK3EncoderInputs:
             transpose when ``exif_transpose`` was set).
         content_hashes: per image, the ``"content_hash"`` of its media dict, unchanged,
             or None (no media dict, or no such key).
+
+    Pickling: it pickles (``pickle``, ``copy.copy``, ``copy.deepcopy``), as sglang sends
+    its deferred items between processes. The geometry travels as it is; the images
+    by their own pickling: arrays, tensors, bytes and data URLs with their pixels or
+    data, a path as the path (read again wherever ``materialize`` runs; a file that
+    differs there fails the grid check), a PIL image as Pillow pickles it (pixels,
+    mode, size, ``info`` and palette, loaded on pickling). ``materialize`` after the
+    trip gives the same bits. An image that cannot be pickled raises what its own
+    pickling raises.
     """
 
     grid_thws: npt.NDArray[np.int64]
@@ -66,9 +85,34 @@ class KimiK3EncoderInputs:
             return []
         pixel_values, grid_thws = _run(chosen, self._config, self._options, indices=order)
         if not np.array_equal(grid_thws, self.grid_thws[order]):
-            raise errors.wrong_grids()
+            raise self._wrong_grids()
         rows = np.cumsum(grid_thws.prod(axis=1))[:-1]
         return list(np.split(pixel_values, rows))
+
+    @staticmethod
+    def _wrong_grids() -> ValueError:
+        return errors.wrong_grids()
+
+
+@dataclass
+class KimiK25EncoderInputs(KimiK3EncoderInputs):
+    """What :func:`prepare_kimi_k25_encoder_inputs` returns: :class:`KimiK3EncoderInputs`
+    with sglang's K2.5 grid message.
+
+    Attributes and pickling as :class:`KimiK3EncoderInputs`. ``materialize`` gives
+    float32 ``[h * w, 3, ps, ps]`` per index (the processor's dtype when one was given),
+    each image taken as RGB (``convert("RGB")``: alpha dropped, no background), as
+    sglang's ``_to_pil_rgb`` does.
+
+    Raises (``materialize``):
+        ValueError: ``Kimi-K2.5 deferred CPU preprocessing produced wrong grids`` when an
+            image no longer has the size read up front; otherwise as
+            :meth:`KimiK3EncoderInputs.materialize`.
+    """
+
+    @staticmethod
+    def _wrong_grids() -> ValueError:
+        return errors.k25_wrong_grids()
 
 
 def prepare_kimi_k3_encoder_inputs(
@@ -112,17 +156,131 @@ def prepare_kimi_k3_encoder_inputs(
             tensors; :class:`ImageError` for a file that cannot be read.
         TypeError: ``exif_transpose`` is not a bool.
     """
-    processor = image_processor_or_media_proc_cfg
+    return _prepare(
+        images,
+        image_processor_or_media_proc_cfg,
+        _K3,
+        KimiK3EncoderInputs,
+        (pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels),
+    )
+
+
+def prepare_kimi_k25_encoder_inputs(
+    images: Any,
+    image_processor_or_media_proc_cfg: Any,
+    *,
+    pillow_compat: str | None = None,
+    exif_transpose: bool | None = None,
+    dtype: str | None = None,
+    num_threads: int | None = None,
+    max_image_pixels: int | None | _Unset = _UNSET,
+) -> KimiK25EncoderInputs:
+    """Kimi-K2.5's deferred entry: every image's geometry up front, pixels on demand.
+
+    Reproduces sglang's ``prepare_kimi_k25_encoder_inputs``
+    (``kimi_k25_image_processing.py``) on the machinery of
+    :func:`prepare_kimi_k3_encoder_inputs`, with the differences of sglang's K2.5
+    version: its messages (verbatim, class included), and every image taken as RGB
+    (``_to_pil_rgb``: ``convert("RGB")``, so alpha is dropped and
+    ``transparent_bg_config`` is not applied, even in a K3 config). The K2.5 preset has
+    no background, so there ``materialize`` equals :func:`preprocess`. Like the K3 entry
+    (and unlike sglang's, which takes PIL images and uint8 tensors only), every input
+    :func:`preprocess` accepts is accepted, sized from headers without decoding.
+
+    Args:
+        images: as :func:`prepare_kimi_k3_encoder_inputs` (media dicts may carry
+            ``"content_hash"``).
+        image_processor_or_media_proc_cfg: an object with a ``media_proc_cfg`` dict
+            attribute (e.g. :class:`KimiK3VisionProcessor`, whose config and options are
+            used) or the dict itself.
+        pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels: as
+            :func:`prepare_kimi_k3_encoder_inputs`.
+
+    Returns:
+        A :class:`KimiK25EncoderInputs`: ``grid_thws`` int64 ``[n, 3]``, per image
+        ``resize_configs``, ``num_tokens``, ``original_image_sizes`` ``[width, height]``
+        and ``content_hashes``; ``materialize(indices)`` gives float32
+        ``[h * w, 3, ps, ps]`` arrays.
+
+    Raises:
+        ValueError: ``Kimi-K2.5 encoder preprocessing needs NaViT media config`` when
+            there is no ``media_proc_cfg`` dict or it lacks one of ``patch_size``,
+            ``merge_kernel_size``, ``in_patch_limit``, ``patch_limit_on_one_side`` (as
+            sglang) or ``image_mean``, ``image_std`` (needed for the pixels; sglang fails
+            later); ``Unsupported Kimi-K2.5 encoder media item: {value}`` for a media dict
+            that is not ``{"type": "image", "image": ...}``; :class:`ConfigError` for a
+            bad value; :class:`ImageError` for a file that cannot be read; the channel
+            message for a tensor with 5 or more channels.
+        TypeError: ``Kimi-K2.5 encoder preprocessing expects PIL or uint8 tensors`` for
+            an input of no accepted type or an array / tensor whose dtype is not uint8;
+            ``exif_transpose`` is not a bool.
+    """
+    return _prepare(
+        images,
+        image_processor_or_media_proc_cfg,
+        _K25,
+        KimiK25EncoderInputs,
+        (pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels),
+    )
+
+
+@dataclass(frozen=True)
+class _Flavour:
+    """What the K3 and K2.5 entries differ in."""
+
+    #: the error for a missing ``media_proc_cfg`` dict
+    no_config: Callable[[], ValueError]
+    #: whether every required key must be present (else :func:`errors.missing_keys` from
+    #: :meth:`MediaProcConfig.from_dict`)
+    keys_error: Callable[[], ValueError] | None
+    #: the error for a media dict that is not an image
+    media_item: Callable[[Any], ValueError]
+    #: sglang's ``_to_pil_rgb``: images as RGB, a TypeError for other types
+    rgb: bool
+
+
+_K3 = _Flavour(errors.no_media_proc_cfg, None, errors.unsupported_media_item, False)
+_K25 = _Flavour(errors.k25_no_navit_config, errors.k25_no_navit_config, errors.k25_unsupported_media_item, True)
+
+_Result = TypeVar("_Result", bound=KimiK3EncoderInputs)
+
+
+def _check_rgb_input(image: Any) -> None:
+    """sglang's ``_to_pil_rgb`` check, on every input type :func:`preprocess` takes."""
+    if isinstance(image, np.ndarray):
+        accepted = image.dtype == np.uint8
+    elif _is_torch_tensor(image):
+        accepted = str(image.dtype) == "torch.uint8"
+    else:
+        accepted = isinstance(image, (Image.Image, bytes, bytearray, memoryview, str, os.PathLike))
+    if not accepted:
+        raise errors.k25_not_pil_or_tensor()
+
+
+def _prepare(
+    images: Any,
+    processor: Any,
+    flavour: _Flavour,
+    result: type[_Result],
+    overrides: tuple[Any, Any, Any, Any, Any],
+) -> _Result:
+    """The deferred flow of both entries (see :func:`prepare_kimi_k3_encoder_inputs`);
+    ``result``: the class returned (its grid message)."""
+    pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels = overrides
     if isinstance(processor, KimiK3VisionProcessor):
         cfg = processor.config
         base = processor.options
     else:
         media_proc_cfg = processor if isinstance(processor, Mapping) else getattr(processor, "media_proc_cfg", None)
         if not isinstance(media_proc_cfg, Mapping):
-            raise errors.no_media_proc_cfg()
+            raise flavour.no_config()
+        if flavour.keys_error is not None and any(key not in media_proc_cfg for key in REQUIRED_KEYS):
+            raise flavour.keys_error()
         cfg = MediaProcConfig.from_dict(media_proc_cfg)
         flag = getattr(processor, "exif_transpose", False)
         base = _Options.make(exif_transpose=flag if isinstance(flag, bool) else False)
+    if flavour.rgb and (cfg.transparent_bg_config is not None or cfg.transparent_bg_fill_stage != "before_resize"):
+        cfg = dataclasses.replace(cfg, transparent_bg_config=None, transparent_bg_fill_stage="before_resize")
     opts = _Options.make(
         base.compat if pillow_compat is None else pillow_compat,
         base.exif_transpose if exif_transpose is None else exif_transpose,
@@ -130,8 +288,15 @@ def prepare_kimi_k3_encoder_inputs(
         base.num_threads if num_threads is None else num_threads,
         base.max_image_pixels if max_image_pixels is _UNSET else max_image_pixels,
     )
-    split = [_split_media(item) for item in _as_list(images)]
+    listed = _as_list(images)
+    for item in listed:
+        if isinstance(item, Mapping) and (item.get("type") != "image" or "image" not in item):
+            raise flavour.media_item(item)
+    split = [_split_media(item) for item in listed]
     items = [image for image, _ in split]
+    if flavour.rgb:
+        for item in items:
+            _check_rgb_input(item)
     try:
         sizes = [_header_size(item, opts.exif_transpose) for item in items]  # reads headers only
     except (ImageError, *_DECODE_ERRORS):
@@ -141,7 +306,7 @@ def prepare_kimi_k3_encoder_inputs(
         raise
     tuples, grid = _native.navit_resize_configs(sizes, cfg.native)
     configs = [_resize_dict(t) for t in tuples]
-    return KimiK3EncoderInputs(
+    return result(
         grid_thws=grid,
         resize_configs=configs,
         num_tokens=[r["num_tokens"] for r in configs],

@@ -191,3 +191,26 @@ def no_media_proc_cfg_in(path: str) -> ConfigError:
 def sizes_not_integers(dtype: Any) -> TypeError:
     """``count_image_tokens`` given sizes that are not integers."""
     return TypeError(f"sizes must be integers, got dtype {abbreviate(str(dtype), quote=False)}")
+
+
+# --- sglang's texts (kimi_k25_image_processing.py: prepare_kimi_k25_encoder_inputs), verbatim
+
+
+def k25_no_navit_config() -> ValueError:
+    """``prepare_kimi_k25_encoder_inputs``: no ``media_proc_cfg`` dict, or a required key absent."""
+    return ValueError("Kimi-K2.5 encoder preprocessing needs NaViT media config")
+
+
+def k25_unsupported_media_item(item: Any) -> ValueError:
+    """``prepare_kimi_k25_encoder_inputs``: a media dict that is not ``{"type": "image", "image": ...}``."""
+    return ValueError(f"Unsupported Kimi-K2.5 encoder media item: {abbreviate(item)}")
+
+
+def k25_not_pil_or_tensor() -> TypeError:
+    """``_to_pil_rgb``: an input of no accepted type, or an array / tensor that is not uint8."""
+    return TypeError("Kimi-K2.5 encoder preprocessing expects PIL or uint8 tensors")
+
+
+def k25_wrong_grids() -> ValueError:
+    """K2.5 ``materialize``: the grids of the pixels differ from those computed up front."""
+    return ValueError("Kimi-K2.5 deferred CPU preprocessing produced wrong grids")

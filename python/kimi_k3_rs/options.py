@@ -67,6 +67,19 @@ class _Options:
     exif_transpose: bool = False
     max_image_pixels: int | None = DEFAULT_MAX_IMAGE_PIXELS
 
+    def _key(self) -> tuple[str, str, int, bool, int | None]:
+        return (self.compat, self.dtype, self.num_threads, self.exif_transpose, self.max_image_pixels)
+
+    def __eq__(self, other: object) -> bool:
+        """Equal when every option is (``native`` compared by its values, so copies and
+        unpickled options equal the original)."""
+        if not isinstance(other, _Options):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
     @property
     def compat(self) -> str:
         """``"12"`` or ``"13"``."""

@@ -335,4 +335,29 @@ impl PyMediaProcConfig {
     fn transparent_bg_fill_stage(&self) -> &'static str {
         self.inner.fill_stage().name()
     }
+
+    /// Pickling (and `copy`): `copyreg.__newobj_ex__(MediaProcConfig, args, kwargs)`,
+    /// the constructor's arguments as the getters read them (validated again on load).
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+        let py = slf.py();
+        let this = slf.get();
+        let args = (
+            this.patch_size(),
+            this.merge_kernel_size(),
+            this.in_patch_limit(),
+            this.patch_limit_on_one_side(),
+            this.image_mean(),
+            this.image_std(),
+        );
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("fixed_output_tokens", this.fixed_output_tokens())?;
+        kwargs.set_item("transparent_bg_config", this.transparent_bg_config(py)?)?;
+        kwargs.set_item(
+            "transparent_bg_fill_stage",
+            this.transparent_bg_fill_stage(),
+        )?;
+        let newobj_ex = py.import("copyreg")?.getattr("__newobj_ex__")?;
+        let state = (slf.get_type(), args, kwargs).into_pyobject(py)?.into_any();
+        Ok((newobj_ex, state))
+    }
 }

@@ -137,6 +137,20 @@ impl PyOptions {
     fn num_threads(&self) -> usize {
         self.inner.threads()
     }
+
+    /// Pickling (and `copy`): `Options(pillow_compat, dtype, num_threads)`.
+    fn __reduce__<'py>(
+        slf: &Bound<'py, Self>,
+    ) -> (
+        Bound<'py, pyo3::types::PyType>,
+        (&'static str, &'static str, usize),
+    ) {
+        let this = slf.get();
+        (
+            slf.get_type(),
+            (this.pillow_compat(), this.dtype(), this.num_threads()),
+        )
+    }
 }
 
 /// The sizing of one image (`media_utils.navit_resize_image`):
