@@ -264,8 +264,8 @@ fn preprocess<'py>(
     let run = |output: Output<'_>| py.detach(|| preprocess_into(&views, cfg, opts, output));
     let (done, pixel_values) = match out {
         None => {
-            let done = run(Output::New).map_err(to_py_err)?;
-            let values = match done.pixel_values.clone() {
+            let mut done = run(Output::New).map_err(to_py_err)?;
+            let values = match done.pixel_values.take() {
                 Some(PixelValues::Float32(v)) => v.into_pyarray(py).reshape(done.shape)?.into_any(),
                 Some(PixelValues::Bits16(v)) => v.into_pyarray(py).reshape(done.shape)?.into_any(),
                 None => unreachable!("a new output was asked for"),
