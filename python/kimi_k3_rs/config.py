@@ -23,9 +23,9 @@ from . import _native, errors
 __all__ = [
     "REQUIRED_KEYS",
     "TRANSPARENT_BG_DEFAULTS",
+    "VIDEO_KEYS",
     "MediaProcConfig",
     "TransparentBgConfig",
-    "VIDEO_KEYS",
     "VideoConfig",
     "kimi_k3_media_proc_cfg",
     "kimi_k25_media_proc_cfg",
