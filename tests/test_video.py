@@ -307,6 +307,25 @@ def test_frame_inputs_are_converted_to_rgb():
     assert_same([{"type": "video_chunk", "video_chunk": frames[:4]}, {"type": "video_chunk", "video_chunk": frames[4:]}], cfg)
 
 
+def test_chunks_with_threads_dtypes_and_out():
+    medias = [noise(50, 70, 1), {"type": "video_chunk", "video_chunk": [noise(300, 500, k) for k in range(3)]}]
+    base = kimi_k3_rs.preprocess(medias, K25)
+    threaded = kimi_k3_rs.preprocess(medias, K25, num_threads=3)
+    assert np.array_equal(base["pixel_values"], threaded["pixel_values"])
+    out = np.empty_like(base["pixel_values"])
+    assert kimi_k3_rs.preprocess(medias, K25, out=out)["pixel_values"] is out
+    assert np.array_equal(out, base["pixel_values"])
+    half = kimi_k3_rs.preprocess(medias, K25, dtype="float16")["pixel_values"]
+    assert np.array_equal(half, base["pixel_values"].astype(np.float16))
+
+
+def test_count_takes_unsigned_sizes():
+    assert video.count_video_chunk_tokens(np.array([[1280, 720, 2**64 - 1]], np.uint64), K25).tolist() == [1075]
+    assert video.count_video_chunk_tokens(np.array([[1280, 720, 4]], np.uint64), k25(in_patch_limit_video=1)).tolist() == [1]
+    with pytest.raises(kimi_k3_rs.ImageError, match=f"got {2**64 - 1}x720"):
+        video.count_video_chunk_tokens(np.array([[2**64 - 1, 720, 1]], np.uint64), K25)
+
+
 def test_split_video_frames_items_preprocess_as_the_checkpoint():
     clip = np.stack([noise(72, 128, k) for k in range(75)])
     chunks = video.split_video_frames(clip, 30.0, K25)

@@ -139,8 +139,14 @@ def count_video_chunk_tokens(sizes: Any, media_proc_cfg: Mapping[str, Any] | Med
         given = given.reshape(-1, 3)
     if given.size and given.dtype.kind not in "iu":
         raise errors.sizes_not_integers(given.dtype)
-    if given.dtype.kind == "u" and given.size and given.max() > np.iinfo(np.int64).max:
-        given = np.minimum(given, np.iinfo(np.int64).max)  # over 2**53 either way: SideTooLarge
+    if given.dtype.kind == "u" and given.ndim == 2 and given.shape[1] == 3 and given.size:
+        # Too large for int64 maybe: the core's own check names the first too-large side;
+        # a frame count beyond int64 sizes as int64's largest does (a budget rounding to 0).
+        too_large = np.argwhere(given[:, :2] > 2**53)
+        if too_large.size:
+            row = int(too_large[0][0])
+            _native.navit_resize_config(int(given[row, 0]), int(given[row, 1]), cfg.native)
+        given = np.minimum(given, np.iinfo(np.int64).max)
     return _native.count_video_chunk_tokens(np.ascontiguousarray(given, dtype=np.int64), cfg.native)
 
 
