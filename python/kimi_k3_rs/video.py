@@ -43,7 +43,9 @@ CHUNK_PROMPT_SUFFIX = "<|media_begin|>video<|media_content|><|media_pad|><|media
 
 
 class VideoChunkPlan(NamedTuple):
-    """One chunk of a video's plan (:func:`split_video_plan`).
+    """One chunk of a video's plan (:func:`split_video_plan`): what
+    ``kimi_k25_vision_processing.py: KimiK25VisionProcessor.split_video_chunks`` decides
+    for one ``VideoChunkInput`` before it decodes the frames (a named tuple).
 
     Attributes:
         frame_indices: the indices (0-based, into the decoded video) of the chunk's
