@@ -33,6 +33,13 @@ pub const BOOL_RULE: &str = "a bool";
 pub const FILL_STAGE_RULE: &str = "'before_resize' or 'after_resize'";
 /// The rule of `transparent_bg_config` itself.
 pub const BACKGROUND_RULE: &str = "a dict or None";
+/// The rule of `in_patch_limit_each_frame`, `in_patch_limit_video` and
+/// `max_num_frames_each_video`.
+pub const OPTIONAL_LIMIT_RULE: &str = "None or an integer in 1..=2**53";
+/// The rule of `sample_fps`.
+pub const SAMPLE_FPS_RULE: &str = "a number > 0";
+/// The rule of `timestamp_mode` (its value is checked when a plan formats a timestamp).
+pub const TIMESTAMP_MODE_RULE: &str = "a str or None";
 
 /// Background pattern of `transparent_bg_config["pattern"]` (reference
 /// `kimi_k3_vision_processing.fill_transparent_bg_with`).
@@ -215,6 +222,129 @@ impl PillowCompat {
     }
 }
 
+/// The six Kimi-K2.5 video keys of a `media_proc_cfg`, validated.
+///
+/// Read by `kimi_k25_vision_processing.py: KimiK25VisionProcessor.get_resize_config`
+/// (a `video_chunk`'s sizing) and `split_video_chunks` (the frame plan). A config
+/// accepts `video_chunk` items only when it has all six (the published K2.5 config
+/// does; K3's has three).
+#[derive(Debug, Clone, PartialEq)]
+pub struct VideoConfig {
+    in_patch_limit_each_frame: Option<u64>,
+    in_patch_limit_video: Option<u64>,
+    sample_fps: f64,
+    max_num_frames_each_video: Option<u64>,
+    temporal_merge_kernel_size: u64,
+    timestamp_mode: Option<String>,
+}
+
+fn check_optional(key: &'static str, value: Option<u64>) -> Result<Option<u64>, KimiError> {
+    match value {
+        Some(v) if v == 0 || v > MAX_IN_PATCH_LIMIT => {
+            Err(KimiError::config(key, OPTIONAL_LIMIT_RULE, &v.to_string()))
+        }
+        other => Ok(other),
+    }
+}
+
+impl VideoConfig {
+    /// Validate the video keys.
+    ///
+    /// # Arguments
+    /// * `in_patch_limit_each_frame` - patch budget of one frame (4096 K2.5);
+    ///   `None` takes `in_patch_limit`.
+    /// * `in_patch_limit_video` - patch budget of a whole chunk, divided by its
+    ///   frame count (`None` in K2.5).
+    /// * `sample_fps` - frames sampled per second of video (2.0 K2.5).
+    /// * `max_num_frames_each_video` - read but never applied by the checkpoint.
+    /// * `temporal_merge_kernel_size` - frames per chunk (4).
+    /// * `timestamp_mode` - `"hh:mm:ss.fff"`, `"mm:ss.fff"` or `"mm:ss"`; any
+    ///   other text (or `None`) is kept and fails where a timestamp is formatted,
+    ///   as in the checkpoint.
+    ///
+    /// # Errors
+    /// `KimiError::Config` for a limit of 0 or above 2^53, a `sample_fps` that
+    /// is not > 0 (NaN included), or a `temporal_merge_kernel_size` of 0 or
+    /// above [`MAX_CONFIG_INT`].
+    pub fn new(
+        in_patch_limit_each_frame: Option<u64>,
+        in_patch_limit_video: Option<u64>,
+        sample_fps: f64,
+        max_num_frames_each_video: Option<u64>,
+        temporal_merge_kernel_size: u64,
+        timestamp_mode: Option<String>,
+    ) -> Result<Self, KimiError> {
+        let each = check_optional("in_patch_limit_each_frame", in_patch_limit_each_frame)?;
+        let video = check_optional("in_patch_limit_video", in_patch_limit_video)?;
+        let max_frames = check_optional("max_num_frames_each_video", max_num_frames_each_video)?;
+        if sample_fps.is_nan() || sample_fps <= 0.0 {
+            return Err(KimiError::config(
+                "sample_fps",
+                SAMPLE_FPS_RULE,
+                &format!("{sample_fps:?}"),
+            ));
+        }
+        check_int(
+            "temporal_merge_kernel_size",
+            temporal_merge_kernel_size,
+            MAX_CONFIG_INT,
+        )?;
+        Ok(Self {
+            in_patch_limit_each_frame: each,
+            in_patch_limit_video: video,
+            sample_fps,
+            max_num_frames_each_video: max_frames,
+            temporal_merge_kernel_size,
+            timestamp_mode,
+        })
+    }
+
+    /// The published Kimi-K2.5 values: 4096 patches a frame, no chunk budget,
+    /// 2 fps, chunks of 4 frames, `"hh:mm:ss.fff"`.
+    #[must_use]
+    pub fn kimi_k25() -> Self {
+        Self {
+            in_patch_limit_each_frame: Some(4096),
+            in_patch_limit_video: None,
+            sample_fps: 2.0,
+            max_num_frames_each_video: None,
+            temporal_merge_kernel_size: 4,
+            timestamp_mode: Some("hh:mm:ss.fff".to_owned()),
+        }
+    }
+
+    /// `in_patch_limit_each_frame` (`None`: `in_patch_limit` applies).
+    #[must_use]
+    pub fn in_patch_limit_each_frame(&self) -> Option<u64> {
+        self.in_patch_limit_each_frame
+    }
+    /// `in_patch_limit_video`, if any.
+    #[must_use]
+    pub fn in_patch_limit_video(&self) -> Option<u64> {
+        self.in_patch_limit_video
+    }
+    /// `sample_fps`.
+    #[must_use]
+    pub fn sample_fps(&self) -> f64 {
+        self.sample_fps
+    }
+    /// `max_num_frames_each_video` (never applied, as in the checkpoint).
+    #[must_use]
+    pub fn max_num_frames_each_video(&self) -> Option<u64> {
+        self.max_num_frames_each_video
+    }
+    /// `temporal_merge_kernel_size`: frames per chunk.
+    #[must_use]
+    pub fn temporal_merge_kernel_size(&self) -> u64 {
+        self.temporal_merge_kernel_size
+    }
+    /// `timestamp_mode` as given (`None` for a null).
+    #[must_use]
+    pub fn timestamp_mode(&self) -> Option<&str> {
+        self.timestamp_mode.as_deref()
+    }
+}
+
 /// A validated `media_proc_cfg` (the keys the image path reads).
 #[derive(Debug, Clone, PartialEq)]
 pub struct MediaProcConfig {
@@ -227,6 +357,7 @@ pub struct MediaProcConfig {
     image_std: [f64; 3],
     background: Option<Background>,
     fill_stage: FillStage,
+    video: Option<VideoConfig>,
 }
 
 fn check_int(key: &'static str, value: u64, max: u64) -> Result<u64, KimiError> {
@@ -301,6 +432,7 @@ impl MediaProcConfig {
             image_std,
             background: None,
             fill_stage: FillStage::BeforeResize,
+            video: None,
         })
     }
 
@@ -341,7 +473,15 @@ impl MediaProcConfig {
         Ok(self)
     }
 
-    /// The published Kimi-K2.5 values (`in_patch_limit` 16384, no background).
+    /// Set the video keys (`None`: `video_chunk` items are refused).
+    #[must_use]
+    pub fn with_video(mut self, video: Option<VideoConfig>) -> Self {
+        self.video = video;
+        self
+    }
+
+    /// The published Kimi-K2.5 values (`in_patch_limit` 16384, no background,
+    /// the K2.5 video keys).
     #[must_use]
     pub fn kimi_k25() -> Self {
         Self {
@@ -354,16 +494,19 @@ impl MediaProcConfig {
             image_std: [0.5; 3],
             background: None,
             fill_stage: FillStage::BeforeResize,
+            video: Some(VideoConfig::kimi_k25()),
         }
     }
 
-    /// The published Kimi-K3 values (`in_patch_limit` 65536, chessboard after resize).
+    /// The published Kimi-K3 values (`in_patch_limit` 65536, chessboard after
+    /// resize, no video: its config lacks three of the video keys).
     #[must_use]
     pub fn kimi_k3() -> Self {
         Self {
             in_patch_limit: 65536,
             background: Some(Background::kimi_k3()),
             fill_stage: FillStage::AfterResize,
+            video: None,
             ..Self::kimi_k25()
         }
     }
@@ -413,6 +556,11 @@ impl MediaProcConfig {
     pub fn fill_stage(&self) -> FillStage {
         self.fill_stage
     }
+    /// The video keys, when the config has all six.
+    #[must_use]
+    pub fn video(&self) -> Option<&VideoConfig> {
+        self.video.as_ref()
+    }
 }
 
 #[cfg(test)]
@@ -429,6 +577,27 @@ mod tests {
         let e = MediaProcConfig::new(14, 2, 16384, 512, [0.5; 3], [0.5, 0.0, 0.5]).unwrap_err();
         assert!(e.to_string().contains("image_std"));
         assert!(MediaProcConfig::new(14, 2, 16384, 512, [f64::NAN, 0.5, 0.5], [0.5; 3]).is_err());
+    }
+
+    #[test]
+    fn video_keys_are_checked() {
+        let ok = VideoConfig::new(None, Some(8000), 2.0, None, 4, None).unwrap();
+        assert_eq!(ok.in_patch_limit_video(), Some(8000));
+        assert_eq!(ok.timestamp_mode(), None);
+        let e = VideoConfig::new(Some(0), None, 2.0, None, 4, None).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "media_proc_cfg[\"in_patch_limit_each_frame\"] must be None or an integer in 1..=2**53, got 0"
+        );
+        let e = VideoConfig::new(None, None, f64::NAN, None, 4, None).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "media_proc_cfg[\"sample_fps\"] must be a number > 0, got NaN"
+        );
+        assert!(VideoConfig::new(None, None, 2.0, None, 0, None).is_err());
+        assert!(VideoConfig::new(None, None, 0.0, None, 4, None).is_err());
+        assert!(MediaProcConfig::kimi_k25().video().is_some());
+        assert!(MediaProcConfig::kimi_k3().video().is_none());
     }
 
     #[test]

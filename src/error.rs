@@ -203,6 +203,47 @@ pub enum KimiError {
         /// The shape given.
         shape: String,
     },
+    /// An array of video chunk sizes is not `[n, 3]`, rendered as a Python tuple.
+    #[error("sizes must have shape [n, 3] (width, height, num_frames), got {shape}")]
+    VideoSizesShape {
+        /// The shape given.
+        shape: String,
+    },
+    /// A video chunk's frame count is below 1 (the checkpoint reads `video_chunk[0]`).
+    #[error("a video_chunk must have at least 1 frame, got {frames}")]
+    ChunkFrames {
+        /// The frame count given.
+        frames: i128,
+    },
+    /// A video chunk's frames run past the end of the batch, or overlap another chunk.
+    #[error("video_chunk at view {first} has {frames} frames, but the batch has views {first}..{end} for it")]
+    ChunkLayout {
+        /// Index of the chunk's first view.
+        first: usize,
+        /// Frames the chunk claims.
+        frames: usize,
+        /// One past the last view it can have.
+        end: usize,
+    },
+    /// A resize target's padding is not the config's for its size.
+    #[error("resize target {new_width}x{new_height} needs padding {expected_width}x{expected_height}, got {pad_width}x{pad_height}")]
+    TargetPadding {
+        /// Target width.
+        new_width: u64,
+        /// Target height.
+        new_height: u64,
+        /// Padding given, right.
+        pad_width: u64,
+        /// Padding given, bottom.
+        pad_height: u64,
+        /// Padding the config gives, right.
+        expected_width: u64,
+        /// Padding the config gives, bottom.
+        expected_height: u64,
+    },
+    /// A `video_chunk` item or count for a config without the six K2.5 video keys.
+    #[error("media_proc_cfg has no video keys: video_chunk items need in_patch_limit_each_frame, in_patch_limit_video, sample_fps, max_num_frames_each_video, temporal_merge_kernel_size and timestamp_mode (the Kimi-K2.5 config has them; Kimi-K3's does not)")]
+    NoVideoConfig,
     /// A pre-resized image does not have the size the sizing rule asks for.
     #[error("pre-resized image is {width}x{height}, expected {new_width}x{new_height}")]
     PreResizedSize {

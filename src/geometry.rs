@@ -120,6 +120,12 @@ pub fn navit_resize_config(
     height: u64,
     cfg: &MediaProcConfig,
 ) -> Result<ResizeConfig, KimiError> {
+    check_sides(width, height)?;
+    resize_with_limit(width, height, cfg.in_patch_limit(), cfg)
+}
+
+/// A zero side (`EmptyImage`) or one above [`MAX_SIDE`] (`SideTooLarge`).
+fn check_sides(width: u64, height: u64) -> Result<(), KimiError> {
     if width == 0 || height == 0 {
         return Err(KimiError::EmptyImage {
             width: width.into(),
@@ -132,15 +138,30 @@ pub fn navit_resize_config(
             height: height.into(),
         });
     }
+    Ok(())
+}
+
+/// `navit_resize_image` with the patch budget `limit` (`in_patch_limit` for an
+/// image, the per-frame limit for a video chunk); sides already checked.
+fn resize_with_limit(
+    width: u64,
+    height: u64,
+    limit: u64,
+    cfg: &MediaProcConfig,
+) -> Result<ResizeConfig, KimiError> {
     let ps = cfg.patch_size();
     let m = cfg.merge_kernel_size();
-    let limit = cfg.in_patch_limit();
     let side = cfg.patch_limit_on_one_side();
     // max(1.0, width // ps): the value is max(1, quotient); the product of the two
     // is exact (as Python ints, or as a float of an int < 2^53 when one side is 1.0).
     let pw = u128::from((width / ps).max(1));
     let ph = u128::from((height / ps).max(1));
-    let s1 = div_correctly_rounded(u128::from(limit), pw * ph).sqrt();
+    // in_patch_limit / (pw * ph); a limit of 0 (a small in_patch_limit_video) gives 0.0.
+    let s1 = if limit == 0 {
+        0.0
+    } else {
+        div_correctly_rounded(u128::from(limit), pw * ph).sqrt()
+    };
     // patch_limit_on_one_side * patch_size is an exact Python int (< 2^62).
     let side_px = side * ps;
     let s2 = div_correctly_rounded(u128::from(side_px), u128::from(width));
@@ -183,6 +204,83 @@ pub fn navit_resize_config(
         pad_width,
         pad_height,
     })
+}
+
+/// The per-frame patch budget of a video chunk of `num_frames` frames.
+///
+/// Source: `kimi_k25_vision_processing.py: KimiK25VisionProcessor.get_resize_config`
+/// (`in_patch_limit_each_frame`, or `in_patch_limit` when that is `None`) and
+/// `media_utils.py: navit_resize_video`: with `in_patch_limit_video` set,
+/// `min(round(in_patch_limit_video / num_frames), each_frame)` — Python's
+/// correctly rounded int/int division, then `round` half to even.
+///
+/// # Errors
+/// `KimiError::NoVideoConfig` when the config has no video keys;
+/// `KimiError::ChunkFrames` when `num_frames` is 0.
+pub fn video_chunk_patch_limit(num_frames: u64, cfg: &MediaProcConfig) -> Result<u64, KimiError> {
+    let video = cfg.video().ok_or(KimiError::NoVideoConfig)?;
+    if num_frames == 0 {
+        return Err(KimiError::ChunkFrames { frames: 0 });
+    }
+    let each = video
+        .in_patch_limit_each_frame()
+        .unwrap_or_else(|| cfg.in_patch_limit());
+    let Some(total) = video.in_patch_limit_video() else {
+        return Ok(each);
+    };
+    // total <= 2^53, so the quotient and its rounding are exact integers < 2^53.
+    let quotient = div_correctly_rounded(u128::from(total), u128::from(num_frames));
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let rounded = quotient.round_ties_even() as u64;
+    Ok(rounded.min(each))
+}
+
+/// Compute the resize and padding of a video chunk whose frame 0 is
+/// `width` x `height`, with `num_frames` frames; every frame is resized to it.
+///
+/// Source: `kimi_k25_vision_processing.py: KimiK25VisionProcessor.get_resize_config`
+/// for `{"type": "video_chunk"}` and `media_utils.py: navit_resize_video` (with
+/// `avg_fps = 1.0`, `sample_fps = inf`: `sampled_nframes = num_frames`), which
+/// ends in the image formula of [`navit_resize_config`] with the per-frame budget
+/// of [`video_chunk_patch_limit`]. `num_tokens` is the chunk's whole count
+/// (`(h/2)*(w/2)` whatever the frame count), or `fixed_output_tokens`.
+///
+/// # Errors
+/// As [`video_chunk_patch_limit`] and [`navit_resize_config`].
+pub fn navit_resize_video_chunk(
+    width: u64,
+    height: u64,
+    num_frames: u64,
+    cfg: &MediaProcConfig,
+) -> Result<ResizeConfig, KimiError> {
+    let limit = video_chunk_patch_limit(num_frames, cfg)?;
+    check_sides(width, height)?;
+    resize_with_limit(width, height, limit, cfg)
+}
+
+/// The LLM token count of every `[width, height, num_frames]` row (int64, as
+/// schedulers hold them): `num_tokens` of [`navit_resize_video_chunk`].
+///
+/// # Errors
+/// `KimiError::NoVideoConfig`; `KimiError::ChunkFrames` for a frame count
+/// below 1; as [`count_image_tokens`] for the sizes.
+pub fn count_video_chunk_tokens(
+    sizes: &[[i64; 3]],
+    cfg: &MediaProcConfig,
+) -> Result<Vec<i64>, KimiError> {
+    cfg.video().ok_or(KimiError::NoVideoConfig)?;
+    sizes
+        .iter()
+        .map(|&[w, h, t]| {
+            let (width, height) = checked_size(w.into(), h.into())?;
+            let frames = u64::try_from(t)
+                .ok()
+                .filter(|&t| t > 0)
+                .ok_or(KimiError::ChunkFrames { frames: t.into() })?;
+            let r = navit_resize_video_chunk(width, height, frames, cfg)?;
+            i64::try_from(r.num_tokens).map_err(|_| KimiError::Overflow { what: "num_tokens" })
+        })
+        .collect()
 }
 
 /// A caller's signed `(width, height)` as the sizing takes it.
@@ -342,6 +440,78 @@ mod tests {
         let r = navit_resize_config(1024, 768, &c).unwrap();
         assert_eq!(r.num_tokens, 64);
         assert_eq!(r.grid_thw(14), [1, 56, 74]);
+    }
+
+    fn video_cfg(total: Option<u64>) -> MediaProcConfig {
+        let video = crate::config::VideoConfig::new(Some(4096), total, 2.0, None, 4, None).unwrap();
+        MediaProcConfig::kimi_k25().with_video(Some(video))
+    }
+
+    fn chunk(w: u64, h: u64, t: u64, total: Option<u64>) -> (u64, u64, u64, u64, u64) {
+        let r = navit_resize_video_chunk(w, h, t, &video_cfg(total)).unwrap();
+        (
+            r.new_width,
+            r.new_height,
+            r.pad_width,
+            r.pad_height,
+            r.num_tokens,
+        )
+    }
+
+    #[test]
+    fn video_chunk_sizing_vectors() {
+        // video-spec §5 and §9.4 (K2.5: 4096 patches a frame).
+        assert_eq!(chunk(1280, 720, 4, None), (1202, 676, 2, 24, 1075));
+        assert_eq!(chunk(1280, 720, 1, None), (1202, 676, 2, 24, 1075));
+        assert_eq!(chunk(1920, 1080, 4, None).4, 1032);
+        assert_eq!(chunk(1920, 1080, 4, None).0, 1196);
+        assert_eq!(chunk(3840, 2160, 3, None).4, 1032);
+        assert_eq!(chunk(1280, 720, 4, Some(8000)), (840, 472, 0, 4, 510));
+        assert_eq!(chunk(1280, 720, 3, Some(8000)).0, 970);
+        assert_eq!(chunk(1280, 720, 3, Some(8000)).4, 700);
+        assert_eq!(chunk(1280, 720, 1, Some(8000)).4, 1075);
+        // in_patch_limit_each_frame None: in_patch_limit applies (as an image).
+        let video = crate::config::VideoConfig::new(None, None, 2.0, None, 4, None).unwrap();
+        let c = MediaProcConfig::kimi_k25().with_video(Some(video));
+        assert_eq!(
+            navit_resize_video_chunk(1280, 720, 4, &c).unwrap(),
+            navit_resize_config(1280, 720, &c).unwrap()
+        );
+    }
+
+    #[test]
+    fn video_chunk_limit_rounds_half_to_even() {
+        let limit = |total, t| video_chunk_patch_limit(t, &video_cfg(Some(total))).unwrap();
+        assert_eq!(limit(10, 4), 2); // 2.5 -> 2
+        assert_eq!(limit(6, 4), 2); // 1.5 -> 2
+        assert_eq!(limit(14, 4), 4); // 3.5 -> 4
+        assert_eq!(limit(8000, 3), 2667);
+        assert_eq!(limit(1, 4), 0); // 0.25 -> 0: the smallest size
+        assert_eq!(limit(100_000, 1), 4096); // capped by each frame
+        assert_eq!(chunk(1280, 720, 4, Some(1)), (1, 1, 27, 27, 1));
+    }
+
+    #[test]
+    fn video_chunk_errors() {
+        assert_eq!(
+            navit_resize_video_chunk(10, 10, 1, &MediaProcConfig::kimi_k3()),
+            Err(KimiError::NoVideoConfig)
+        );
+        assert_eq!(
+            navit_resize_video_chunk(10, 10, 0, &video_cfg(None)),
+            Err(KimiError::ChunkFrames { frames: 0 })
+        );
+        let counts =
+            count_video_chunk_tokens(&[[1280, 720, 4], [1280, 720, 1]], &video_cfg(Some(8000)));
+        assert_eq!(counts, Ok(vec![510, 1075]));
+        assert_eq!(
+            count_video_chunk_tokens(&[[1280, 720, -1]], &video_cfg(None)),
+            Err(KimiError::ChunkFrames { frames: -1 })
+        );
+        assert!(matches!(
+            count_video_chunk_tokens(&[[0, 720, 1]], &video_cfg(None)),
+            Err(KimiError::EmptyImage { .. })
+        ));
     }
 
     #[test]

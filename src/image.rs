@@ -16,6 +16,8 @@ pub struct ImageView<'a> {
     pub(crate) height: usize,
     pub(crate) channels: usize,
     pub(crate) pre_resized: Option<ResizeConfig>,
+    pub(crate) target: Option<ResizeConfig>,
+    pub(crate) chunk_frames: Option<usize>,
 }
 
 impl<'a> ImageView<'a> {
@@ -57,6 +59,8 @@ impl<'a> ImageView<'a> {
             height,
             channels,
             pre_resized: None,
+            target: None,
+            chunk_frames: None,
         })
     }
 
@@ -74,6 +78,36 @@ impl<'a> ImageView<'a> {
         self
     }
 
+    /// Resize the view to `target`, a sizing computed for another image (frame 0
+    /// of a video chunk, say), whatever the view's own size: Pillow BICUBIC from
+    /// its size to `target.new_width x target.new_height`, up- or down-scaling,
+    /// then `target`'s padding. The pipeline does not size the view itself.
+    ///
+    /// Source: `kimi_k25_vision_processing.py: KimiK25VisionProcessor.preprocess`,
+    /// which resizes every frame of a chunk to the sizing of frame 0.
+    /// [`crate::pipeline::plan`] checks that the padding is the config's for
+    /// that size (`KimiError::TargetPadding`).
+    #[must_use]
+    pub fn resize_to(mut self, target: ResizeConfig) -> Self {
+        self.target = Some(target);
+        self
+    }
+
+    /// Make the view frame 0 of a video chunk of `frames` frames: it and the
+    /// `frames - 1` views after it in the batch form one item, sized once from
+    /// this view's size and `frames` ([`crate::geometry::navit_resize_video_chunk`],
+    /// or this view's [`ImageView::resize_to`] target), every frame resized to
+    /// that sizing; its grid is `[frames, gh, gw]`, its patches frame-major.
+    ///
+    /// Source: `kimi_k25_vision_processing.py: KimiK25VisionProcessor.get_resize_config`
+    /// and `preprocess` for `{"type": "video_chunk"}`. The config must have the
+    /// video keys ([`crate::MediaProcConfig::video`]).
+    #[must_use]
+    pub fn video_chunk(mut self, frames: usize) -> Self {
+        self.chunk_frames = Some(frames);
+        self
+    }
+
     /// A view of pixels the crate made itself, whose length is
     /// `width * height * channels` by construction (checked in debug builds).
     pub(crate) fn from_parts(data: &'a [u8], width: usize, height: usize, channels: usize) -> Self {
@@ -84,6 +118,8 @@ impl<'a> ImageView<'a> {
             height,
             channels,
             pre_resized: None,
+            target: None,
+            chunk_frames: None,
         }
     }
 

@@ -16,10 +16,13 @@ pub mod simd;
 #[cfg(feature = "python")]
 mod python;
 
-pub use config::{Background, BackgroundPattern, FillStage, MediaProcConfig, PillowCompat};
+pub use config::{
+    Background, BackgroundPattern, FillStage, MediaProcConfig, PillowCompat, VideoConfig,
+};
 pub use error::KimiError;
 pub use geometry::{
-    count_image_tokens, grid_thws, navit_resize_config, navit_resize_configs, ResizeConfig,
+    count_image_tokens, count_video_chunk_tokens, grid_thws, navit_resize_config,
+    navit_resize_configs, navit_resize_video_chunk, ResizeConfig,
 };
 pub use image::ImageView;
 pub use options::{Options, OutputDtype};

@@ -11,7 +11,7 @@ use std::borrow::Cow;
 use crate::composite::{composite, premultiply, unpremultiply};
 use crate::config::{FillStage, MediaProcConfig, PillowCompat};
 use crate::error::KimiError;
-use crate::geometry::{navit_resize_config, ResizeConfig};
+use crate::geometry::{self, navit_resize_config, ResizeConfig};
 use crate::image::ImageView;
 use rayon::iter::{IntoParallelIterator, ParallelIterator};
 
@@ -21,21 +21,39 @@ use crate::par::install;
 use crate::resize::resize_bicubic_with;
 use crate::simd::{Execution, SimdPath};
 
-/// Sizing of one image: the reference's resize config for its size, or the one
-/// a pre-resized view carries (checked against the view, not computed again).
+/// Sizing of one image: the reference's resize config for its size, the target
+/// it is resized to ([`ImageView::resize_to`]), or the one a pre-resized view
+/// carries (checked against the view, not computed again).
 ///
 /// # Errors
 /// As [`navit_resize_config`]; `KimiError::PreResizedSize` when a pre-resized
-/// view does not have its sizing's size or padding.
+/// view does not have its sizing's size or padding; `KimiError::TargetPadding`
+/// (or `EmptyImage`) for a target whose padding is not the config's for its size.
 pub fn plan(image: &ImageView<'_>, cfg: &MediaProcConfig) -> Result<ResizeConfig, KimiError> {
+    if let Some(r) = image.target {
+        return checked_target(image, r, cfg);
+    }
     let Some(r) = image.pre_resized else {
         return navit_resize_config(image.width as u64, image.height as u64, cfg);
     };
+    checked_pre_resized(image, r, cfg)
+}
+
+/// `(factor - new % factor) % factor`: the config's padding of a side of `new` pixels.
+fn padding(new: u64, cfg: &MediaProcConfig) -> u64 {
     let factor = cfg.patch_size() * cfg.merge_kernel_size();
-    let pad = |new: u64| (factor - new % factor) % factor;
+    (factor - new % factor) % factor
+}
+
+/// A pre-resized view's sizing, checked against the view's size and the config.
+fn checked_pre_resized(
+    image: &ImageView<'_>,
+    r: ResizeConfig,
+    cfg: &MediaProcConfig,
+) -> Result<ResizeConfig, KimiError> {
     let size = (image.width as u64, image.height as u64);
     if size != (r.new_width, r.new_height)
-        || (r.pad_width, r.pad_height) != (pad(r.new_width), pad(r.new_height))
+        || (r.pad_width, r.pad_height) != (padding(r.new_width, cfg), padding(r.new_height, cfg))
     {
         return Err(KimiError::PreResizedSize {
             width: size.0,
@@ -45,6 +63,81 @@ pub fn plan(image: &ImageView<'_>, cfg: &MediaProcConfig) -> Result<ResizeConfig
         });
     }
     Ok(r)
+}
+
+/// A resize target, checked against the config (a pre-resized view must already
+/// have its size).
+fn checked_target(
+    image: &ImageView<'_>,
+    r: ResizeConfig,
+    cfg: &MediaProcConfig,
+) -> Result<ResizeConfig, KimiError> {
+    if r.new_width == 0 || r.new_height == 0 {
+        return Err(KimiError::EmptyImage {
+            width: r.new_width.into(),
+            height: r.new_height.into(),
+        });
+    }
+    let expected = (padding(r.new_width, cfg), padding(r.new_height, cfg));
+    if (r.pad_width, r.pad_height) != expected {
+        return Err(KimiError::TargetPadding {
+            new_width: r.new_width,
+            new_height: r.new_height,
+            pad_width: r.pad_width,
+            pad_height: r.pad_height,
+            expected_width: expected.0,
+            expected_height: expected.1,
+        });
+    }
+    if image.pre_resized.is_some() {
+        return checked_pre_resized(image, r, cfg);
+    }
+    Ok(r)
+}
+
+/// The sizing of the video chunk whose frame 0 is `images[first]`, with `frames`
+/// views, and the end of its views.
+fn plan_chunk(
+    images: &[ImageView<'_>],
+    first: usize,
+    frames: usize,
+    cfg: &MediaProcConfig,
+) -> Result<(ResizeConfig, usize), KimiError> {
+    if frames == 0 {
+        return Err(KimiError::ChunkFrames { frames: 0 });
+    }
+    let end = first
+        .checked_add(frames)
+        .filter(|&end| end <= images.len())
+        .ok_or(KimiError::ChunkLayout {
+            first,
+            frames,
+            end: images.len(),
+        })?;
+    if let Some(k) = images[first + 1..end]
+        .iter()
+        .position(|v| v.chunk_frames.is_some())
+    {
+        return Err(KimiError::ChunkLayout {
+            first,
+            frames,
+            end: first + 1 + k,
+        });
+    }
+    let frame0 = &images[first];
+    let r = match frame0.target {
+        Some(r) => checked_target(frame0, r, cfg)?,
+        None => geometry::navit_resize_video_chunk(
+            frame0.width as u64,
+            frame0.height as u64,
+            frames as u64,
+            cfg,
+        )?,
+    };
+    for frame in &images[first + 1..end] {
+        checked_target(frame, r, cfg)?;
+    }
+    Ok((r, end))
 }
 
 /// Drop the trailing alpha channel (`convert("RGB")` of RGBA / LA before the grey expansion).
@@ -132,9 +225,12 @@ fn run_image<T: OutputValue>(
 /// The sizing of a whole batch, computed before any pixel work.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BatchPlan {
-    /// The sizing of every image, in order.
+    /// The sizing of every view, in order (the frames of a video chunk share it).
     pub resize_configs: Vec<ResizeConfig>,
-    /// `offsets[k]..offsets[k + 1]`: image `k`'s values in the flattened
+    /// The views of every item: `k..k + 1` for an image, `k..k + t` for a
+    /// video chunk of `t` frames.
+    pub items: Vec<std::ops::Range<usize>>,
+    /// `offsets[k]..offsets[k + 1]`: view `k`'s values in the flattened
     /// `pixel_values` (`n_images + 1` entries, in values, not patches).
     pub offsets: Vec<usize>,
     /// `patch_size` of the config the plan was made with.
@@ -154,24 +250,47 @@ impl BatchPlan {
         self.total_values() / (3 * self.patch_size * self.patch_size)
     }
 
-    /// One `(1, gh, gw)` per image.
+    /// One `(t, gh, gw)` per item: `t` is 1 for an image, the frame count for a
+    /// video chunk.
     #[must_use]
     pub fn grid_thws(&self) -> Vec<[u64; 3]> {
         let ps = self.patch_size as u64;
-        self.resize_configs.iter().map(|r| r.grid_thw(ps)).collect()
+        self.items
+            .iter()
+            .map(|views| {
+                let [_, gh, gw] = self.resize_configs[views.start].grid_thw(ps);
+                [views.len() as u64, gh, gw]
+            })
+            .collect()
     }
 }
 
-/// Size every image of a batch and lay out its output (no pixel work).
+/// Size every item of a batch (once per image, once per video chunk) and lay
+/// out its output (no pixel work).
 ///
 /// # Errors
-/// Any error of [`plan`] for any image, or `KimiError::Overflow` when the
-/// output size overflows `usize`.
+/// Any error of [`plan`] for any image; for a video chunk
+/// ([`ImageView::video_chunk`]), `KimiError::ChunkFrames` (0 frames),
+/// `ChunkLayout` (its frames run past the batch or into another chunk), any
+/// error of [`geometry::navit_resize_video_chunk`] (`NoVideoConfig` included)
+/// and of the target checks of [`plan`]; `KimiError::Overflow` when the output
+/// size overflows `usize`.
 pub fn plan_batch(images: &[ImageView<'_>], cfg: &MediaProcConfig) -> Result<BatchPlan, KimiError> {
-    let resize_configs = images
-        .iter()
-        .map(|im| plan(im, cfg))
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut resize_configs = Vec::with_capacity(images.len());
+    let mut items = Vec::with_capacity(images.len());
+    let mut k = 0;
+    while k < images.len() {
+        let end = if let Some(frames) = images[k].chunk_frames {
+            let (r, end) = plan_chunk(images, k, frames, cfg)?;
+            resize_configs.extend(std::iter::repeat_n(r, end - k));
+            end
+        } else {
+            resize_configs.push(plan(&images[k], cfg)?);
+            k + 1
+        };
+        items.push(k..end);
+        k = end;
+    }
     let overflow = KimiError::Overflow {
         what: "pixel_values",
     };
@@ -193,6 +312,7 @@ pub fn plan_batch(images: &[ImageView<'_>], cfg: &MediaProcConfig) -> Result<Bat
     }
     Ok(BatchPlan {
         resize_configs,
+        items,
         offsets,
         patch_size,
     })
@@ -295,9 +415,10 @@ pub fn run_batch_with<T: OutputValue>(
 pub struct BatchOutput {
     /// `float32 [sum of gh * gw, 3, patch_size, patch_size]`, flattened, images in order.
     pub pixel_values: Vec<f32>,
-    /// One `(t, gh, gw)` per image (`t` is always 1).
+    /// One `(t, gh, gw)` per item (`t` is 1 for an image, the frame count of a
+    /// video chunk).
     pub grid_thws: Vec<[u64; 3]>,
-    /// The sizing of every image, in order.
+    /// The sizing of every view, in order (the frames of a chunk share theirs).
     pub resize_configs: Vec<ResizeConfig>,
 }
 
@@ -384,9 +505,10 @@ pub struct Preprocessed {
     pub pixel_values: Option<PixelValues>,
     /// `[n_patches, 3, ps, ps]`: the shape of `pixel_values`.
     pub shape: [usize; 4],
-    /// One `(t, gh, gw)` per image (`t` is always 1).
+    /// One `(t, gh, gw)` per item (`t` is 1 for an image, the frame count of a
+    /// video chunk).
     pub grid_thws: Vec<[u64; 3]>,
-    /// The sizing of every image, in order.
+    /// The sizing of every view, in order (the frames of a chunk share theirs).
     pub resize_configs: Vec<ResizeConfig>,
 }
 
@@ -622,6 +744,75 @@ mod tests {
         // patch (0, 2) covers x 28..42: x 28, 29 inside, the rest padding.
         let p = 2 * 3 * 14 * 14;
         assert_eq!(pv[p + 2], -1.0);
+    }
+
+    #[test]
+    fn video_chunk_frames_take_frame_zeros_sizing() {
+        let cfg = MediaProcConfig::kimi_k25();
+        let (a, b) = (
+            crate::test_util::noise(1280 * 720 * 3, 1),
+            crate::test_util::noise(300 * 500 * 3, 2),
+        );
+        let frame0 = ImageView::new(&a, 1280, 720, 3).unwrap();
+        let frame1 = ImageView::new(&b, 300, 500, 3).unwrap();
+        let image = ImageView::new(&b, 300, 500, 3).unwrap();
+        let out = preprocess_batch(
+            &[image, frame0.video_chunk(2), frame1],
+            &cfg,
+            PillowCompat::V13,
+        )
+        .unwrap();
+        assert_eq!(out.grid_thws, vec![[1, 36, 22], [2, 50, 86]]);
+        let r = geometry::navit_resize_video_chunk(1280, 720, 2, &cfg).unwrap();
+        assert_eq!((r.new_width, r.new_height, r.num_tokens), (1202, 676, 1075));
+        let alone = preprocess_batch(
+            &[image, frame0.resize_to(r), frame1.resize_to(r)],
+            &cfg,
+            PillowCompat::V13,
+        )
+        .unwrap();
+        assert_eq!(alone.grid_thws, vec![[1, 36, 22], [1, 50, 86], [1, 50, 86]]);
+        assert_eq!(out.pixel_values, alone.pixel_values);
+    }
+
+    #[test]
+    fn video_chunk_layout_errors() {
+        let data = vec![0u8; 28 * 28 * 3];
+        let v = ImageView::new(&data, 28, 28, 3).unwrap();
+        let cfg = MediaProcConfig::kimi_k25();
+        let plan = |views: &[ImageView<'_>]| plan_batch(views, &cfg).map(|p| p.grid_thws());
+        assert_eq!(plan(&[v.video_chunk(1)]), Ok(vec![[1, 2, 2]]));
+        assert_eq!(
+            plan(&[v.video_chunk(0)]),
+            Err(KimiError::ChunkFrames { frames: 0 })
+        );
+        assert_eq!(
+            plan(&[v.video_chunk(3), v]),
+            Err(KimiError::ChunkLayout {
+                first: 0,
+                frames: 3,
+                end: 2
+            })
+        );
+        assert!(matches!(
+            plan(&[v.video_chunk(2), v.video_chunk(1)]),
+            Err(KimiError::ChunkLayout { .. })
+        ));
+        assert_eq!(
+            plan_batch(&[v.video_chunk(1)], &MediaProcConfig::kimi_k3()),
+            Err(KimiError::NoVideoConfig)
+        );
+        let bad = ResizeConfig {
+            num_tokens: 1,
+            new_width: 20,
+            new_height: 20,
+            pad_width: 0,
+            pad_height: 8,
+        };
+        assert!(matches!(
+            plan(&[v.resize_to(bad)]),
+            Err(KimiError::TargetPadding { .. })
+        ));
     }
 
     #[test]

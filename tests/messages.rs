@@ -71,6 +71,32 @@ fn images_and_sizes() {
 }
 
 #[test]
+fn video_chunks() {
+    // The texts tests/test_video.py asserts for Python.
+    let video = |each| kimi_k3_rs::VideoConfig::new(each, None, 2.0, None, 4, None);
+    assert_eq!(
+        text(video(Some(0))),
+        "media_proc_cfg[\"in_patch_limit_each_frame\"] must be None or an integer in 1..=2**53, got 0"
+    );
+    let k3 = MediaProcConfig::kimi_k3();
+    assert!(
+        text(kimi_k3_rs::count_video_chunk_tokens(&[[1, 1, 1]], &k3))
+            .starts_with("media_proc_cfg has no video keys: video_chunk items need ")
+    );
+    let k25 = MediaProcConfig::kimi_k25();
+    assert_eq!(
+        text(kimi_k3_rs::count_video_chunk_tokens(&[[10, 10, 0]], &k25)),
+        "a video_chunk must have at least 1 frame, got 0"
+    );
+    let data = [0u8; 12];
+    let view = ImageView::new(&data, 2, 2, 3).expect("valid");
+    assert_eq!(
+        text(kimi_k3_rs::plan_batch(&[view.video_chunk(2)], &k25)),
+        "video_chunk at view 0 has 2 frames, but the batch has views 0..1 for it"
+    );
+}
+
+#[test]
 fn caller_values_are_abbreviated() {
     let long = "p\n".repeat(1_000_000);
     let message = text(BackgroundPattern::parse(&long));

@@ -20,6 +20,7 @@ __all__ = [
     "abbreviate",
     "build_profile",
     "count_image_tokens",
+    "count_video_chunk_tokens",
     "image_size",
     "navit_resize_config",
     "navit_resize_configs",
@@ -62,6 +63,7 @@ class MediaProcConfig:
         fixed_output_tokens: Any = None,
         transparent_bg_config: Any = None,
         transparent_bg_fill_stage: Any,
+        video: Any = None,
     ) -> MediaProcConfig: ...
     @property
     def patch_size(self) -> int: ...
@@ -81,6 +83,8 @@ class MediaProcConfig:
     def transparent_bg_config(self) -> dict[str, Any] | None: ...
     @property
     def transparent_bg_fill_stage(self) -> str: ...
+    @property
+    def video(self) -> dict[str, Any] | None: ...
     def __reduce__(self) -> tuple[Any, tuple[type[MediaProcConfig], tuple[Any, ...], dict[str, Any]]]:
         """Pickling and ``copy``: ``copyreg.__newobj_ex__`` with the constructor's arguments."""
 
@@ -113,6 +117,9 @@ def navit_resize_configs(
 def count_image_tokens(sizes: npt.NDArray[np.int64], config: MediaProcConfig, /) -> npt.NDArray[np.int64]:
     """num_tokens of every (width, height) row of an int64 [n, 2] array; GIL released."""
 
+def count_video_chunk_tokens(sizes: npt.NDArray[np.int64], config: MediaProcConfig, /) -> npt.NDArray[np.int64]:
+    """num_tokens of every (width, height, num_frames) video chunk row of an int64 [n, 3] array; GIL released."""
+
 def image_size(image: npt.NDArray[Any], /) -> tuple[int, int]:
     """(width, height) of a uint8 HxW / HxWxC array, checked as preprocess checks it."""
 
@@ -124,6 +131,7 @@ def preprocess(
     resized: list[tuple[int, int, int, int, int] | None] | None = None,
     out: npt.NDArray[Any] | None = None,
     indices: list[int] | None = None,
+    chunks: list[tuple[int, int]] | None = None,
 ) -> tuple[npt.NDArray[Any], npt.NDArray[np.int64]]:
     """(pixel_values [N, 3, ps, ps] float32, or uint16 bits of bfloat16/float16; grid_thws int64 [n, 3])."""
 

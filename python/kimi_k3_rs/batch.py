@@ -20,6 +20,7 @@ from .errors import _DECODE_ERRORS, ImageError
 from .inputs import _unwrap_media
 from .modes import _pixels
 from .options import _from_native, _Options
+from .video import _chunk_frames, _is_video_chunk, _rgb_frame
 
 
 @contextlib.contextmanager
@@ -41,19 +42,38 @@ def _run(
     out: np.ndarray | None = None,
     indices: Sequence[int] | None = None,
 ) -> tuple[np.ndarray, npt.NDArray[np.int64]]:
-    """Load every image, then preprocess the batch in one native call.
+    """Load every image (and every frame of a ``video_chunk`` item), then preprocess the
+    batch in one native call; a chunk's frames are consecutive arrays, one item there.
 
     ``indices``: the numbers errors give the images (their batch positions by default).
     """
     arrays: list[np.ndarray] = []
     resized: list[tuple[int, int, int, int, int] | None] = []
+    names: list[int] = []  # the item index of every array
+    chunks: list[tuple[int, int]] = []  # (first array, frames) of every video chunk
     for position, item in enumerate(images):
         index = position if indices is None else indices[position]
+        if _is_video_chunk(item):
+            with _naming(index):
+                frames = _chunk_frames(item, cfg)
+            chunks.append((len(arrays), len(frames)))
+            for frame in frames:
+                with _naming(index), _loaded(frame, opts.exif_transpose, opts.max_image_pixels) as image:
+                    arrays.append(_rgb_frame(image))
+                resized.append(None)
+                names.append(index)
+            continue
         with _naming(index), _loaded(_unwrap_media(item), opts.exif_transpose, opts.max_image_pixels) as image:
             array, sizing = _pixels(image, cfg, opts.native)
         arrays.append(array)
         resized.append(sizing)
-    pixel_values, grid_thws = _native.preprocess(
-        arrays, cfg.native, opts.native, resized=resized, out=out, indices=None if indices is None else list(indices)
-    )
+        names.append(index)
+    if not chunks:  # images only: the call as before
+        pixel_values, grid_thws = _native.preprocess(
+            arrays, cfg.native, opts.native, resized=resized, out=out, indices=None if indices is None else list(indices)
+        )
+    else:
+        pixel_values, grid_thws = _native.preprocess(
+            arrays, cfg.native, opts.native, resized=resized, out=out, indices=names, chunks=chunks
+        )
     return (out if out is not None else _from_native(pixel_values, opts.dtype)), grid_thws

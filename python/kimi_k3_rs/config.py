@@ -23,8 +23,10 @@ from . import _native, errors
 __all__ = [
     "REQUIRED_KEYS",
     "TRANSPARENT_BG_DEFAULTS",
+    "VIDEO_KEYS",
     "MediaProcConfig",
     "TransparentBgConfig",
+    "VideoConfig",
     "kimi_k3_media_proc_cfg",
     "kimi_k25_media_proc_cfg",
     "load_media_proc_cfg",
@@ -154,6 +156,55 @@ class TransparentBgConfig:
         }
 
 
+#: The Kimi-K2.5 video keys: a config accepts ``video_chunk`` items only when it has all
+#: six (``kimi_k25_vision_processing.py`` reads them with ``[]``; K3's config has three).
+VIDEO_KEYS = (
+    "in_patch_limit_each_frame",
+    "in_patch_limit_video",
+    "sample_fps",
+    "max_num_frames_each_video",
+    "temporal_merge_kernel_size",
+    "timestamp_mode",
+)
+
+
+@dataclass(frozen=True)
+class VideoConfig:
+    """The six Kimi-K2.5 video keys of a ``media_proc_cfg``, as the core validated them.
+
+    Read by ``kimi_k25_vision_processing.py: KimiK25VisionProcessor.get_resize_config``
+    (chunk sizing) and ``split_video_chunks`` (frame plan); see :mod:`kimi_k3_rs.video`.
+
+    Attributes:
+        in_patch_limit_each_frame: patch budget of one frame (4096), or None
+            (``in_patch_limit`` applies).
+        in_patch_limit_video: patch budget of a chunk, divided by its frame count, or None.
+        sample_fps: frames sampled per second of video (2.0), > 0.
+        max_num_frames_each_video: read but never applied (as in the checkpoint), or None.
+        temporal_merge_kernel_size: frames per chunk (4).
+        timestamp_mode: ``"hh:mm:ss.fff"``, ``"mm:ss.fff"`` or ``"mm:ss"``; any other
+            str, or None, fails where a timestamp is formatted (as in the checkpoint).
+    """
+
+    in_patch_limit_each_frame: int | None
+    in_patch_limit_video: int | None
+    sample_fps: float
+    max_num_frames_each_video: int | None
+    temporal_merge_kernel_size: int
+    timestamp_mode: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the six keys as in a ``media_proc_cfg``."""
+        return {key: getattr(self, key) for key in VIDEO_KEYS}
+
+
+def _video_keys(media_proc_cfg: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The six video keys of a config that has all of them, else None."""
+    if all(key in media_proc_cfg for key in VIDEO_KEYS):
+        return {key: media_proc_cfg[key] for key in VIDEO_KEYS}
+    return None
+
+
 @dataclass(frozen=True)
 class MediaProcConfig:
     """A validated ``media_proc_cfg`` (the keys the image path reads).
@@ -172,6 +223,8 @@ class MediaProcConfig:
         fixed_output_tokens: reported token count override (``int()`` of the value), or None.
         transparent_bg_config: the background, or None (alpha dropped).
         transparent_bg_fill_stage: ``"before_resize"`` (default) or ``"after_resize"``.
+        video: the K2.5 video keys (:class:`VideoConfig`, or a mapping of all six), or
+            None: ``video_chunk`` items are refused.
     """
 
     patch_size: int
@@ -183,6 +236,7 @@ class MediaProcConfig:
     fixed_output_tokens: int | None = None
     transparent_bg_config: TransparentBgConfig | None = None
     transparent_bg_fill_stage: str = "before_resize"
+    video: VideoConfig | None = None
     native: _native.MediaProcConfig = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -197,6 +251,7 @@ class MediaProcConfig:
             fixed_output_tokens=self.fixed_output_tokens,
             transparent_bg_config=bg.as_dict() if isinstance(bg, TransparentBgConfig) else bg,
             transparent_bg_fill_stage=self.transparent_bg_fill_stage,
+            video=self.video.as_dict() if isinstance(self.video, VideoConfig) else self.video,
         )
         # The fields as the core read them: ints, float triples, the dataclass.
         native_bg = native.transparent_bg_config
@@ -210,6 +265,7 @@ class MediaProcConfig:
             ("fixed_output_tokens", native.fixed_output_tokens),
             ("transparent_bg_config", None if native_bg is None else TransparentBgConfig(**native_bg)),
             ("transparent_bg_fill_stage", native.transparent_bg_fill_stage),
+            ("video", None if native.video is None else VideoConfig(**native.video)),
             ("native", native),
         ):
             object.__setattr__(self, name, value)
@@ -229,6 +285,7 @@ class MediaProcConfig:
                 self.fixed_output_tokens,
                 self.transparent_bg_config,
                 self.transparent_bg_fill_stage,
+                self.video,
             ),
         )
 
@@ -238,8 +295,9 @@ class MediaProcConfig:
 
         Args:
             media_proc_cfg: the ``"media_proc_cfg"`` object of ``preprocessor_config.json``,
-                or a :class:`MediaProcConfig` (returned unchanged). Unknown keys (video
-                keys, ``config_type``, future keys) are ignored.
+                or a :class:`MediaProcConfig` (returned unchanged). The six video keys
+                (:data:`VIDEO_KEYS`) are read when all are present; unknown keys
+                (``config_type``, future keys) are ignored.
 
         Returns:
             The validated config.
@@ -276,6 +334,7 @@ class MediaProcConfig:
             fixed_output_tokens=media_proc_cfg.get("fixed_output_tokens"),
             transparent_bg_config=media_proc_cfg.get("transparent_bg_config"),
             transparent_bg_fill_stage=media_proc_cfg.get("transparent_bg_fill_stage", "before_resize"),
+            video=_video_keys(media_proc_cfg),  # type: ignore[arg-type]  # validated into a VideoConfig
         )
 
 

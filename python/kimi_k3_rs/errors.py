@@ -214,3 +214,21 @@ def k25_not_pil_or_tensor() -> TypeError:
 def k25_wrong_grids() -> ValueError:
     """K2.5 ``materialize``: the grids of the pixels differ from those computed up front."""
     return ValueError("Kimi-K2.5 deferred CPU preprocessing produced wrong grids")
+
+
+# --- video chunks (kimi_k3_rs.video) ----------------------------------------------------
+
+
+def invalid_timestamp_mode(mode: Any) -> ValueError:
+    """``media_utils.py: timestamp_as_str``: a ``timestamp_mode`` it does not know (its text)."""
+    return ValueError(f"Invalid timestamp mode: {abbreviate(mode, quote=False)}")
+
+
+def empty_video_chunk() -> ImageError:
+    """A ``{"type": "video_chunk"}`` item with no frames (the checkpoint fails on ``video_chunk[0]``)."""
+    return ImageError("video_chunk has no frames")
+
+
+def bad_video_argument(name: str, rule: str, value: Any) -> KimiK3Error:
+    """An argument of the video planning (``num_frames``, ``avg_fps``, ``frames``) out of its rule."""
+    return KimiK3Error(f"{name} must be {rule}, got {abbreviate(value)}")

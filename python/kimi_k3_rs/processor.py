@@ -89,6 +89,16 @@ def preprocess(
             * a media dict ``{"type": "image", "image": ...}`` around any of these
               (an optional ``"content_hash"`` is ignored here; see
               :func:`prepare_kimi_k3_encoder_inputs`).
+            * a Kimi-K2.5 video chunk ``{"type": "video_chunk", "video_chunk": [frames...],
+              "prompt": ...}`` (``kimi_k25_vision_processing.py: KimiK25VisionProcessor.preprocess``;
+              build them with :func:`kimi_k3_rs.video.split_video_frames`), only with a
+              config that has the six video keys (K2.5; K3 refuses it as sglang does).
+              Frames are PIL images, uint8 arrays, bytes, paths or data URLs, each taken
+              to RGB (``convert("RGB")``, alpha dropped, no background); the chunk is
+              sized once from frame 0 and its frame count
+              (:func:`kimi_k3_rs.video.count_video_chunk_tokens`) and every frame is
+              resized to that size, whatever its own; its grid is ``[t, h, w]``, its
+              patches frame-major.
         media_proc_cfg: the checkpoint's ``media_proc_cfg`` dict (or a
             :class:`MediaProcConfig`), e.g. ``kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG``.
         pillow_compat: ``"auto"`` (the installed Pillow), ``"12"`` (horizontal pass
@@ -115,8 +125,8 @@ def preprocess(
 
     Returns:
         ``{"pixel_values": [N, 3, patch_size, patch_size] of ``dtype``,
-        "grid_thws": int64 [n_images, 3]}``; ``N`` is the sum of ``h * w`` over the
-        grids, patches in image order, row-major over each grid. An empty list gives
+        "grid_thws": int64 [n_images, 3]}``; ``N`` is the sum of ``t * h * w`` over the
+        grids (``t`` is 1 for an image), patches in item order, row-major over each grid. An empty list gives
         zero-row arrays.
 
     Raises:
@@ -124,7 +134,8 @@ def preprocess(
             config: ...``; ``Unsupported data type: {type}``; ``Kimi-K3 preprocessing
             expects raw uint8 pixels, got {dtype}`` (arrays and tensors);
             ``Unsupported Kimi-K3 image channel count: {channels}``; ``Unsupported
-            Kimi-K3 encoder media item: {item}``; :class:`ConfigError` /
+            Kimi-K3 encoder media item: {item}`` (a ``video_chunk`` item included, for a
+            config without the video keys); :class:`ConfigError` /
             :class:`ImageError` (``ValueError`` subclasses) for bad config values or
             image shapes, for a mode Pillow cannot convert to RGB, and for an ``I;16*``
             / ``I`` / ``F`` image under ``after_resize`` when ``pillow_compat`` is not
@@ -133,7 +144,8 @@ def preprocess(
         ImageTooLargeError: (an :class:`ImageError`) an encoded image over
             ``max_image_pixels``.
         ImageError: a file or bytes object that cannot be read or decoded (missing,
-            truncated, not an image), naming its batch index; a wrong ``out``.
+            truncated, not an image), naming its batch index; a wrong ``out``;
+            ``image {index}: video_chunk has no frames`` for an empty chunk.
         TypeError: ``media_proc_cfg`` is not a mapping; an unknown key inside
             ``transparent_bg_config``; ``exif_transpose`` is not a bool; ``out`` is not
             an array; ``num_threads`` is not an int.

@@ -15,6 +15,7 @@ use crate::config::{
     BYTE_RULE, FILL_STAGE_RULE, FIXED_OUTPUT_TOKENS_RULE, INT_RULE, IN_PATCH_LIMIT_RULE,
     MAX_CONFIG_INT, MEAN_RULE, STD_RULE,
 };
+use crate::config::{VideoConfig, OPTIONAL_LIMIT_RULE, SAMPLE_FPS_RULE, TIMESTAMP_MODE_RULE};
 use crate::error::KimiError;
 
 /// Whether `value` is an instance of `numbers.<abc>` (and not a bool).
@@ -204,6 +205,72 @@ fn background(value: &Bound<'_, PyAny>) -> PyResult<Option<Background>> {
     }))
 }
 
+/// The six K2.5 video keys, in the order of `VideoConfig::new`.
+pub(crate) const VIDEO_KEYS: [&str; 6] = [
+    "in_patch_limit_each_frame",
+    "in_patch_limit_video",
+    "sample_fps",
+    "max_num_frames_each_video",
+    "temporal_merge_kernel_size",
+    "timestamp_mode",
+];
+
+/// `None`, or an integral number in `1..=u64::MAX` (the core checks the range).
+fn optional_limit(key: &'static str, value: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
+    if value.is_none() {
+        return Ok(None);
+    }
+    int_key(key, OPTIONAL_LIMIT_RULE, value).map(Some)
+}
+
+/// The video keys of a `media_proc_cfg` (a mapping with all six), validated by
+/// the core; a rejected value is named by its Python `repr`.
+fn video(value: &Bound<'_, PyAny>) -> PyResult<Option<VideoConfig>> {
+    if value.is_none() {
+        return Ok(None);
+    }
+    let Ok(mapping) = value.cast::<PyMapping>() else {
+        return Err(to_py_err(KimiError::ConfigType {
+            key: "video",
+            rule: BACKGROUND_RULE,
+            value: abbreviate_value(value),
+        }));
+    };
+    let items = VIDEO_KEYS
+        .iter()
+        .map(|key| mapping.get_item(key))
+        .collect::<PyResult<Vec<_>>>()?;
+    let (each, total, fps) = (&items[0], &items[1], &items[2]);
+    let (max_frames, kernel, mode) = (&items[3], &items[4], &items[5]);
+    let sample_fps = real(fps)?.ok_or_else(|| bad("sample_fps", SAMPLE_FPS_RULE, fps))?;
+    let timestamp_mode = if mode.is_none() {
+        None
+    } else if mode.is_instance_of::<PyString>() {
+        Some(mode.extract::<String>()?)
+    } else {
+        return Err(bad("timestamp_mode", TIMESTAMP_MODE_RULE, mode));
+    };
+    VideoConfig::new(
+        optional_limit("in_patch_limit_each_frame", each)?,
+        optional_limit("in_patch_limit_video", total)?,
+        sample_fps,
+        optional_limit("max_num_frames_each_video", max_frames)?,
+        int_key("temporal_merge_kernel_size", INT_RULE, kernel)?,
+        timestamp_mode,
+    )
+    .map(Some)
+    .map_err(|err| match err {
+        KimiError::Config { key, rule, .. } => {
+            let given = VIDEO_KEYS
+                .iter()
+                .position(|k| *k == key)
+                .map_or(value, |k| &items[k]);
+            bad(key, rule, given)
+        }
+        err => to_py_err(err),
+    })
+}
+
 /// A validated `media_proc_cfg` (the keys the image path reads), built once per
 /// model; immutable.
 #[pyclass(frozen, module = "kimi_k3_rs._native", name = "MediaProcConfig")]
@@ -214,7 +281,7 @@ pub(crate) struct PyMediaProcConfig {
 #[pymethods]
 impl PyMediaProcConfig {
     #[new]
-    #[pyo3(signature = (patch_size, merge_kernel_size, in_patch_limit, patch_limit_on_one_side, image_mean, image_std, *, fixed_output_tokens=None, transparent_bg_config=None, transparent_bg_fill_stage))]
+    #[pyo3(signature = (patch_size, merge_kernel_size, in_patch_limit, patch_limit_on_one_side, image_mean, image_std, *, fixed_output_tokens=None, transparent_bg_config=None, transparent_bg_fill_stage, video=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         patch_size: &Bound<'_, PyAny>,
@@ -226,6 +293,7 @@ impl PyMediaProcConfig {
         fixed_output_tokens: Option<&Bound<'_, PyAny>>,
         transparent_bg_config: Option<&Bound<'_, PyAny>>,
         transparent_bg_fill_stage: &Bound<'_, PyAny>,
+        video: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let py = patch_size.py();
         let none = py.None().into_bound(py);
@@ -239,6 +307,7 @@ impl PyMediaProcConfig {
             .ok_or_else(|| bad("transparent_bg_fill_stage", FILL_STAGE_RULE, stage))?;
         let fixed = fixed_tokens(fixed_output_tokens.unwrap_or(&none))?;
         let background = background(transparent_bg_config.unwrap_or(&none))?;
+        let video = self::video(video.unwrap_or(&none))?;
         let inner = MediaProcConfig::new(
             int_key("patch_size", INT_RULE, patch_size)?,
             int_key("merge_kernel_size", INT_RULE, merge_kernel_size)?,
@@ -249,6 +318,7 @@ impl PyMediaProcConfig {
         )
         .and_then(|c| c.with_fixed_output_tokens(fixed))
         .and_then(|c| c.with_background(background, fill_stage))
+        .map(|c| c.with_video(video))
         .map_err(|err| {
             // Name a rejected value as the caller wrote it (its Python repr).
             let given = match &err {
@@ -336,6 +406,24 @@ impl PyMediaProcConfig {
         self.inner.fill_stage().name()
     }
 
+    /// The six video keys (`in_patch_limit_each_frame`, `in_patch_limit_video`,
+    /// `sample_fps`, `max_num_frames_each_video`, `temporal_merge_kernel_size`,
+    /// `timestamp_mode`) as validated, or None when the config has no video.
+    #[getter]
+    fn video<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let Some(v) = self.inner.video() else {
+            return Ok(None);
+        };
+        let dict = PyDict::new(py);
+        dict.set_item(VIDEO_KEYS[0], v.in_patch_limit_each_frame())?;
+        dict.set_item(VIDEO_KEYS[1], v.in_patch_limit_video())?;
+        dict.set_item(VIDEO_KEYS[2], v.sample_fps())?;
+        dict.set_item(VIDEO_KEYS[3], v.max_num_frames_each_video())?;
+        dict.set_item(VIDEO_KEYS[4], v.temporal_merge_kernel_size())?;
+        dict.set_item(VIDEO_KEYS[5], v.timestamp_mode())?;
+        Ok(Some(dict))
+    }
+
     /// Pickling (and `copy`): `copyreg.__newobj_ex__(MediaProcConfig, args, kwargs)`,
     /// the constructor's arguments as the getters read them (validated again on load).
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
@@ -356,6 +444,7 @@ impl PyMediaProcConfig {
             "transparent_bg_fill_stage",
             this.transparent_bg_fill_stage(),
         )?;
+        kwargs.set_item("video", this.video(py)?)?;
         let newobj_ex = py.import("copyreg")?.getattr("__newobj_ex__")?;
         let state = (slf.get_type(), args, kwargs).into_pyobject(py)?.into_any();
         Ok((newobj_ex, state))

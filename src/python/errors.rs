@@ -40,7 +40,9 @@ create_exception!(
 /// verbatim texts (`Channels`, `PixelDtype`) keep sglang's class, `ValueError`.
 fn new_err(err: &KimiError, msg: String) -> PyErr {
     match err {
-        KimiError::Config { .. } | KimiError::Pattern(_) => ConfigError::new_err(msg),
+        KimiError::Config { .. } | KimiError::Pattern(_) | KimiError::NoVideoConfig => {
+            ConfigError::new_err(msg)
+        }
         KimiError::Channels(_) | KimiError::PixelDtype(_) => PyValueError::new_err(msg),
         KimiError::NotAnArray { .. }
         | KimiError::NotAnInt { .. }

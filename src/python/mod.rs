@@ -218,15 +218,43 @@ fn count_image_tokens<'py>(
     Ok(counts.into_pyarray(py))
 }
 
+/// Token count of every `(width, height, num_frames)` row of an int64 `[n, 3]`
+/// array of video chunks.
+#[pyfunction]
+#[pyo3(signature = (sizes, config, /))]
+fn count_video_chunk_tokens<'py>(
+    py: Python<'py>,
+    sizes: PyReadonlyArrayDyn<'py, i64>,
+    config: &PyMediaProcConfig,
+) -> PyResult<Bound<'py, PyArray1<i64>>> {
+    if !matches!(sizes.shape(), [_, 3]) {
+        let shape = crate::error::py_tuple(sizes.shape());
+        return Err(to_py_err(KimiError::VideoSizesShape { shape }));
+    }
+    let rows: Vec<[i64; 3]> = sizes
+        .as_array()
+        .rows()
+        .into_iter()
+        .map(|row| [row[0], row[1], row[2]])
+        .collect();
+    let cfg = &config.inner;
+    let counts = py
+        .detach(|| geometry::count_video_chunk_tokens(&rows, cfg))
+        .map_err(to_py_err)?;
+    Ok(counts.into_pyarray(py))
+}
+
 /// Preprocess uint8 `HxW` / `HxWxC` arrays: `(pixel_values, grid_thws)`.
 ///
 /// `resized[k]`, when not None, is the sizing `(num_tokens, new_width,
 /// new_height, pad_width, pad_height)` the caller computed for image `k` and
 /// already resized it to (own-mode resize): it is not computed again.
 /// `indices[k]`, when given, is the number errors give image `k` (its position
-/// in the caller's batch).
+/// in the caller's batch). `chunks`, when given, lists `(first, num_frames)`:
+/// arrays `first..first + num_frames` are the frames of one video chunk (one
+/// item, one grid `[num_frames, gh, gw]`).
 #[pyfunction]
-#[pyo3(signature = (images, config, options, *, resized=None, out=None, indices=None))]
+#[pyo3(signature = (images, config, options, *, resized=None, out=None, indices=None, chunks=None))]
 #[allow(clippy::too_many_arguments)]
 fn preprocess<'py>(
     py: Python<'py>,
@@ -236,6 +264,7 @@ fn preprocess<'py>(
     resized: Option<Vec<Option<ResizeTuple>>>,
     out: Option<Bound<'py, PyAny>>,
     indices: Option<Vec<usize>>,
+    chunks: Option<Vec<(usize, usize)>>,
 ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray2<i64>>)> {
     let names = Names::Batch(indices.as_deref());
     let arrays = borrow_images(&images, names)?;
@@ -259,6 +288,13 @@ fn preprocess<'py>(
                 });
             }
         }
+    }
+    for (first, frames) in chunks.unwrap_or_default() {
+        let end = views.len();
+        let view = views
+            .get_mut(first)
+            .ok_or_else(|| to_py_err(KimiError::ChunkLayout { first, frames, end }))?;
+        *view = view.video_chunk(frames);
     }
     let (cfg, opts) = (&config.inner, &options.inner);
     let run = |output: Output<'_>| py.detach(|| preprocess_into(&views, cfg, opts, output));
@@ -349,8 +385,8 @@ mod _native {
     use super::errors::{abbreviate, ConfigError, ImageError, ImageTooLargeError, KimiK3Error};
     #[pymodule_export]
     use super::{
-        count_image_tokens, image_size, navit_resize_config, navit_resize_configs, preprocess,
-        resize_bicubic, PyMediaProcConfig, PyOptions,
+        count_image_tokens, count_video_chunk_tokens, image_size, navit_resize_config,
+        navit_resize_configs, preprocess, resize_bicubic, PyMediaProcConfig, PyOptions,
     };
 
     #[pymodule_init]
