@@ -14,6 +14,7 @@ a pre-filled cache (offline), and ``examples/vllm_processor.py``.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
@@ -429,7 +430,7 @@ def small_tokenizer():
 
 @needs_transformers
 @pytest.mark.parametrize("preset", ["k3", "k3-before", "k25"])
-def test_checkpoint_wrapper_builds_and_matches_preprocess(preset):
+def test_checkpoint_wrapper_builds_and_matches_preprocess(preset, tmp_path):
     media_proc_cfg = {"k3": K3_CFG, "k25": K25_CFG,
                       "k3-before": cfg("kimi_k3", transparent_bg_fill_stage="before_resize")}[preset]
     ours = kimi_k3_rs.KimiK3VisionProcessor(media_proc_cfg)
@@ -447,6 +448,14 @@ def test_checkpoint_wrapper_builds_and_matches_preprocess(preset):
     assert prompts[1] == "<|media_begin|>image 900x1300<|media_content|><|media_pad|><|media_end|>"
     with pytest.raises(ValueError, match=exact("unsupported media type: video")):
         wrapper.preprocess_medias([{"type": "video", "video": "x"}])
+    # ProcessorMixin's repr and save_pretrained deep-copy and serialise their parts
+    assert f"{ours!r}" in repr(wrapper)
+    wrapper.save_pretrained(tmp_path)
+    saved = "".join(p.read_text() for p in tmp_path.iterdir() if p.name.endswith("processor_config.json"))
+    assert '"image_processor_type"' in saved and '"media_proc_cfg"' in saved
+    twin = copy.deepcopy(ours)
+    assert type(twin) is type(ours) and twin.media_proc_cfg == ours.media_proc_cfg and twin.config is ours.config
+    assert_bit_equal(twin.preprocess(images, return_tensors="np")["pixel_values"], want["pixel_values"])
 
 
 # ---------------------------------------------------------------------------

@@ -318,6 +318,17 @@ class KimiK3VisionProcessor:
         self.options = _Options.make(pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels)
         self._flavour = _flavour(self._media_proc_cfg)
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> KimiK3VisionProcessor:
+        """A deep copy (``ProcessorMixin.to_dict`` / ``__repr__`` deep-copy their parts):
+        the validated config and options, immutable, are shared; every other attribute
+        is deep-copied."""
+        cls = type(self)
+        new = cls.__new__(cls)
+        memo[id(self)] = new
+        for key, value in self.__dict__.items():
+            new.__dict__[key] = value if key in ("config", "options") else copy.deepcopy(value, memo)
+        return new
+
     @property
     def media_proc_cfg(self) -> dict[str, Any]:
         """A copy of the ``media_proc_cfg`` dict the processor was built with."""
