@@ -28,7 +28,7 @@ import pytest
 from PIL import Image
 
 import kimi_k3_rs
-import kimi_k3_rs.hf as hf
+from kimi_k3_rs import hf
 from helpers import K3_CFG, K25_CFG, REPO_DIR, alpha_pattern_rgba, assert_bit_equal, cfg, exact, mode_image, noise
 from reference import fill_transparent_bg_with, navit_resize_image
 
