@@ -18,6 +18,7 @@ import copy
 import json
 import math
 import os
+import pickle
 import subprocess
 import sys
 import types
@@ -347,6 +348,7 @@ def test_public_class_is_a_subclass_of_the_plain_one():
     assert cls is kimi_k3_rs.KimiK3VisionProcessor  # resolved once
     assert issubclass(cls, hf.KimiK3VisionProcessor)
     assert "KimiK3VisionProcessor" in dir(kimi_k3_rs)
+    assert pickle.loads(pickle.dumps(cls)) is cls  # the class pickles by reference to kimi_k3_rs
     if HAS_TRANSFORMERS:
         assert issubclass(cls, BaseImageProcessor) and cls is not hf.KimiK3VisionProcessor
         out = cls(K3_CFG).preprocess([noise(40, 30)], return_tensors="np")
