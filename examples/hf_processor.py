@@ -6,7 +6,11 @@ A serving stack that loads the checkpoint with ``trust_remote_code=True`` gets
 ``kimi_k3_vision_processing.KimiK3VisionProcessor`` from ``preprocessor_config.json``.
 ``kimi_k3_rs.KimiK3VisionProcessor`` reads the same file and answers the same call,
 ``preprocess(medias, return_tensors=...)``, with the same ``pixel_values`` bits and
-``grid_thws``. To swap it into a loaded HF processor::
+``grid_thws``, and has the checkpoint's other members (``media_tokens_calculator``,
+``make_image_prompt``, ``get_resize_config``, ``resize_image``, ...). With transformers
+installed it is a ``BaseImageProcessor``, so the checkpoint's wrapper takes it through its
+constructor, ``KimiK3Processor(image_processor=ours, tokenizer=tokenizer)``; or swap it
+into a loaded HF processor::
 
     processor = AutoProcessor.from_pretrained(ckpt, trust_remote_code=True)
     processor.image_processor = kimi_k3_rs.KimiK3VisionProcessor.from_pretrained(ckpt)
@@ -101,6 +105,10 @@ def main() -> int:
                   f"grid {t}x{gh}x{gw}, {tokens} tokens")
             want_grid = [1, (rc["new_height"] + rc["pad_height"]) // cfg["patch_size"],
                          (rc["new_width"] + rc["pad_width"]) // cfg["patch_size"]]
+            if tokens != processor.media_tokens_calculator(medias[i]):
+                failures.append(f"image {i}: media_tokens_calculator disagrees with the grid")
+            if not processor.make_image_prompt(w, h).startswith(f"<|media_begin|>image {w}x{h}<|media_content|>"):
+                failures.append(f"image {i}: make_image_prompt")
             if [t, gh, gw] != want_grid or tokens != rc["num_tokens"] or tokens != counts[i]:
                 failures.append(f"image {i}: grid {[t, gh, gw]} / {tokens} tokens, "
                                 f"navit_resize_config says {want_grid} / {rc['num_tokens']}")
@@ -112,7 +120,7 @@ def main() -> int:
         # save_pretrained / from_pretrained round trip: same config, same bits
         saved = Path(tmp) / "saved"
         written = processor.save_pretrained(saved)
-        again = kimi_k3_rs.KimiK3VisionProcessor.from_pretrained(saved).preprocess(medias)
+        again = kimi_k3_rs.KimiK3VisionProcessor.from_pretrained(saved).preprocess(medias, return_tensors="np")
         print(f"save_pretrained wrote {[Path(p).name for p in written]}; reloaded output identical: "
               f"{np.array_equal(again['pixel_values'].view(np.uint32), pixel_values.view(np.uint32))}")
         if not np.array_equal(again["pixel_values"].view(np.uint32), pixel_values.view(np.uint32)):

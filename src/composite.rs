@@ -62,6 +62,29 @@ pub fn composite(src: &[u8], width: usize, channels: usize, bg: &Background) -> 
     out
 }
 
+/// [`composite`] of a whole view onto a config's background, checked.
+///
+/// Source: `kimi_k3_vision_processing.py: fill_transparent_bg_with`.
+///
+/// # Errors
+/// `KimiError::NoBackground` when the config has no `transparent_bg_config`;
+/// `KimiError::Channels` when the view has no alpha (1 or 3 channels).
+pub fn composite_view(
+    image: &crate::ImageView<'_>,
+    cfg: &crate::MediaProcConfig,
+) -> Result<Vec<u8>, crate::KimiError> {
+    let bg = cfg.background().ok_or(crate::KimiError::NoBackground)?;
+    if !matches!(image.channels(), 2 | 4) {
+        return Err(crate::KimiError::Channels(image.channels()));
+    }
+    Ok(composite(
+        image.data(),
+        image.width(),
+        image.channels(),
+        &bg,
+    ))
+}
+
 /// Pillow `MULDIV255(a, b)`: `((t >> 8) + t) >> 8` with `t = a * b + 128`.
 #[inline]
 #[must_use]

@@ -122,6 +122,9 @@ pub enum KimiError {
     /// (its own text, `fill_transparent_bg_with`).
     #[error("Invalid background pattern: {0}")]
     Pattern(String),
+    /// Compositing was asked of a config without `transparent_bg_config`.
+    #[error("media_proc_cfg has no transparent_bg_config to composite onto")]
+    NoBackground,
     /// An option of a call (`pillow_compat`, `dtype`, `num_threads`,
     /// `max_image_pixels`, ...) is out of range.
     #[error("{name} must be {rule}, got {value}")]

@@ -51,8 +51,8 @@ from helpers import (
 )
 from reference import navit_resize_image, reference_preprocess
 
-try:  # what the package does: transformers counts only if it imports
-    from transformers.feature_extraction_utils import BatchFeature as HFBatchFeature
+try:  # what the package does: transformers counts only if it imports (the checkpoint's class)
+    from transformers.image_processing_utils import BatchFeature as HFBatchFeature
 except Exception:  # noqa: BLE001 - absent or broken
     HFBatchFeature = None
 HAS_TRANSFORMERS = HFBatchFeature is not None
@@ -201,12 +201,13 @@ def test_real_batch_feature():
 def test_to_dict_is_the_checkpoint_layout(preset, spec):
     processor = kimi_k3_rs.KimiK3VisionProcessor(getattr(kimi_k3_rs, preset), pillow_compat="12", dtype="float16")
     d = processor.to_dict()
-    assert d == {"media_proc_cfg": spec}
+    checkpoint_class = "KimiK3VisionProcessor" if preset == "KIMI_K3_MEDIA_PROC_CFG" else "KimiK25VisionProcessor"
+    assert d == {"image_processor_type": checkpoint_class, "media_proc_cfg": spec}
     assert json.loads(json.dumps(d)) == d
     # a fresh copy every time
     d["media_proc_cfg"]["in_patch_limit"] = 1
     d["media_proc_cfg"]["image_mean"][0] = 0.0
-    assert processor.to_dict() == {"media_proc_cfg": spec}
+    assert processor.to_dict() == {"image_processor_type": checkpoint_class, "media_proc_cfg": spec}
     assert processor.media_proc_cfg == spec
 
 
@@ -248,7 +249,7 @@ def test_save_pretrained_round_trip(tmp_path, which):
     assert sorted(os.listdir(folder)) == ["preprocessor_config.json"]  # no temporary file left
     on_disk = json.loads(path.read_text(encoding="utf-8"))
     assert on_disk == processor.to_dict()
-    assert list(on_disk) == ["media_proc_cfg"]
+    assert list(on_disk) == ["image_processor_type", "media_proc_cfg"]
     # the file is readable like any file the user creates there (not mkstemp's 0600)
     probe = folder / "probe"
     probe.write_text("x")

@@ -7,11 +7,15 @@ Drop-in for the checkpoint processors' image path (``kimi_k3_vision_processing.p
 ``KIMI_K3_MEDIA_PROC_CFG`` and ``KIMI_K25_MEDIA_PROC_CFG`` are the published
 ``media_proc_cfg`` dicts; every access returns a fresh copy, so mutating one
 never changes what the library or later readers get.
+
+``KimiK3VisionProcessor`` is resolved on first access (PEP 562), so that importing the
+package never imports transformers: a ``transformers`` ``BaseImageProcessor`` subclass
+when transformers can be imported, else the plain class of :mod:`kimi_k3_rs.hf`.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._native import __version__, build_profile, simd_path
 from .config import (
@@ -24,7 +28,9 @@ from .config import (
 )
 from .deferred import KimiK3EncoderInputs, prepare_kimi_k3_encoder_inputs
 from .errors import ConfigError, ImageError, ImageTooLargeError, KimiK3Error
-from .hf import KimiK3VisionProcessor
+
+if TYPE_CHECKING:  # resolved at run time by __getattr__ (no transformers import here)
+    from .hf import KimiK3VisionProcessor
 from .options import DEFAULT_MAX_IMAGE_PIXELS, NUM_THREADS_ENV
 from .processor import preprocess
 from .sizing import count_image_tokens, navit_resize_config
@@ -62,12 +68,22 @@ _PRESETS = {
 
 
 def __getattr__(name: str) -> Any:
-    """Serve the preset dicts as fresh copies (PEP 562)."""
+    """Serve the preset dicts as fresh copies, and ``KimiK3VisionProcessor`` (PEP 562).
+
+    ``KimiK3VisionProcessor`` is looked up once (:func:`kimi_k3_rs.hf._public_class`,
+    which imports transformers when it is installed), then kept as a module global.
+    """
     if name in _PRESETS:
         return _PRESETS[name]()
+    if name == "KimiK3VisionProcessor":
+        from .hf import _public_class
+
+        cls = _public_class()
+        globals()[name] = cls
+        return cls
     raise AttributeError(f"module 'kimi_k3_rs' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
     """The module's names, the preset dicts served by ``__getattr__`` included."""
-    return sorted(set(globals()) | set(_PRESETS))
+    return sorted(set(globals()) | set(_PRESETS) | {"KimiK3VisionProcessor"})

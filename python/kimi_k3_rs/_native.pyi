@@ -19,11 +19,13 @@ __all__ = [
     "__version__",
     "abbreviate",
     "build_profile",
+    "composite",
     "count_image_tokens",
     "count_video_chunk_tokens",
     "image_size",
     "navit_resize_config",
     "navit_resize_configs",
+    "navit_resize_video_chunk",
     "preprocess",
     "resize_bicubic",
     "simd_path",
@@ -119,6 +121,14 @@ def count_image_tokens(sizes: npt.NDArray[np.int64], config: MediaProcConfig, /)
 
 def count_video_chunk_tokens(sizes: npt.NDArray[np.int64], config: MediaProcConfig, /) -> npt.NDArray[np.int64]:
     """num_tokens of every (width, height, num_frames) video chunk row of an int64 [n, 3] array; GIL released."""
+
+def navit_resize_video_chunk(
+    width: Any, height: Any, num_frames: Any, config: MediaProcConfig, /
+) -> tuple[int, int, int, int, int]:
+    """(num_tokens, new_width, new_height, pad_width, pad_height) of a K2.5 video chunk."""
+
+def composite(image: npt.NDArray[np.uint8], config: MediaProcConfig, /) -> npt.NDArray[np.uint8]:
+    """fill_transparent_bg_with of an HxWx4 / HxWx2 uint8 array: HxWx3 / HxWx1."""
 
 def image_size(image: npt.NDArray[Any], /) -> tuple[int, int]:
     """(width, height) of a uint8 HxW / HxWxC array, checked as preprocess checks it."""

@@ -232,3 +232,56 @@ def empty_video_chunk() -> ImageError:
 def bad_video_argument(name: str, rule: str, value: Any) -> KimiK3Error:
     """An argument of the video planning (``num_frames``, ``avg_fps``, ``frames``) out of its rule."""
     return KimiK3Error(f"{name} must be {rule}, got {abbreviate(value)}")
+
+
+# --- the checkpoint's texts in the HF surface (kimi_k3_vision_processing.py,
+# kimi_k25_vision_processing.py, media_utils.py), verbatim ------------------------------
+
+
+def unsupported_media_type(kind: Any) -> ValueError:
+    """``ensure_media_type``: a media dict whose ``"type"`` the processor does not take
+    (K3: anything but ``image``; K2.5: anything but ``image`` / ``video_chunk``)."""
+    return ValueError(f"Unsupported media type: {abbreviate(kind, quote=False)}")
+
+
+def unsupported_type(kind: Any) -> ValueError:
+    """``get_resize_config``: a media dict of a type the processor cannot size."""
+    return ValueError(f"Unsupported type: {abbreviate(kind, quote=False)}")
+
+
+def not_a_pil_image() -> AssertionError:
+    """``image_to_np`` (``resize_image``): the image is not a ``PIL.Image.Image``."""
+    return AssertionError("image must be a PIL Image")
+
+
+def invalid_video_format() -> AssertionError:
+    """``get_video_meta``: the decoder reports no frames, no size or no frame rate."""
+    return AssertionError("Invalid video format.")
+
+
+# --- ours: the HF surface ----------------------------------------------------------------
+
+
+def no_mecord() -> ImportError:
+    """``split_video_chunks`` without ``mecord`` (the checkpoint's video decoder)."""
+    return ImportError(
+        "split_video_chunks decodes videos with mecord's VideoReader, as the checkpoint does, and mecord "
+        "is not installed (it is not on PyPI); decode and sample the frames with "
+        "kimi_k3_rs.split_video_frames instead"
+    )
+
+
+def unknown_config_keys(names: list[str]) -> TypeError:
+    """``KimiK3VisionProcessor.from_dict``: keys that are neither options nor ignored ones."""
+    return TypeError(
+        "KimiK3VisionProcessor.from_dict() got unexpected keyword arguments: "
+        + ", ".join(abbreviate(name) for name in names)
+    )
+
+
+def not_found_and_no_hub(path: str) -> FileNotFoundError:
+    """``from_pretrained``: neither a local file / folder nor resolvable (no huggingface_hub)."""
+    return FileNotFoundError(
+        f"{abbreviate(path)} is not a file or folder, and huggingface_hub (which resolves Hub repo ids) "
+        "is not installed; pip install 'kimi_k3_rs[hf]'"
+    )

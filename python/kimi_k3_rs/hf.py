@@ -1,15 +1,31 @@
 """The Hugging Face processor: ``KimiK3VisionProcessor``, a drop-in for the checkpoint's.
 
-Reproduces ``kimi_k3_vision_processing.py: KimiK3VisionProcessor`` (and K2.5's
-``kimi_k25_vision_processing.py: KimiK25VisionProcessor``) where servers touch it:
-``media_proc_cfg``, ``preprocess(medias, return_tensors)``, ``from_pretrained`` /
-``save_pretrained``.
+Reproduces the whole interface of ``kimi_k3_vision_processing.py: KimiK3VisionProcessor``
+and of K2.5's ``kimi_k25_vision_processing.py: KimiK25VisionProcessor`` (their helpers in
+``media_utils.py``): ``media_proc_cfg``, ``preprocess``, ``media_tokens_calculator``,
+``get_resize_config``, ``resize_image``, ``make_image_prompt``, ``make_chunk_prompt``,
+``split_video_chunks``, ``_transparent_bg_config`` / ``_transparent_bg_fill_stage``,
+``to_dict`` / ``to_json_string`` / ``from_dict`` / ``from_pretrained`` /
+``save_pretrained`` and ``__repr__``.
+
+Two classes share that code. The one defined here works without transformers. When
+transformers can be imported, ``kimi_k3_rs.KimiK3VisionProcessor`` is a subclass of it
+and of ``transformers.image_processing_utils.BaseImageProcessor``, built on first access
+(:func:`_public_class`), so that ``import kimi_k3_rs`` never imports transformers and a
+``ProcessorMixin`` wrapper (the checkpoint's ``KimiK3Processor``, vLLM's) accepts it.
+
+One class serves both checkpoints; which one it acts as (its *flavour*) follows the
+config: K2.5 when ``media_proc_cfg`` has every key K2.5's chunk sizing reads and no
+background key, else K3 (:func:`_flavour`). The flavour decides what the checkpoint
+decides per class: whether ``video_chunk`` media are taken, and the names in ``repr``
+and ``to_dict``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import importlib
 import json
 import os
 import secrets
@@ -17,37 +33,93 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from PIL import Image
 
-from . import errors
+from . import _native, errors
 from .batch import _run
-from .config import MediaProcConfig, load_media_proc_cfg
+from .config import MediaProcConfig, TransparentBgConfig, load_media_proc_cfg
+from .decoding import _header_size
 from .inputs import _as_list
+from .modes import _delegated_resize_order_check, _resize_in_mode
 from .options import _UNSET, DEFAULT_MAX_IMAGE_PIXELS, _Options
+from .sizing import _resize_dict
+from .video import split_video_plan
 
 __all__ = ["PREPROCESSOR_CONFIG_NAME", "KimiK3VisionProcessor"]
-
-
-def _to_tensors(out: dict[str, np.ndarray], return_tensors: str | None) -> dict[str, Any]:
-    if return_tensors in (None, "np"):
-        return out
-    if return_tensors == "pt":
-        try:
-            import torch
-        except ImportError as exc:
-            raise errors.no_torch() from exc
-        tensors = {}
-        for key, value in out.items():
-            if value.dtype.name in ("bfloat16", "uint16") and key == "pixel_values":
-                tensors[key] = torch.from_numpy(value.view(np.uint16)).view(torch.bfloat16)
-            else:
-                tensors[key] = torch.from_numpy(value)
-        return tensors
-    raise errors.bad_return_tensors(return_tensors)
-
 
 #: File name of a checkpoint's image-processor config (read by ``from_pretrained``,
 #: written by ``save_pretrained``).
 PREPROCESSOR_CONFIG_NAME = "preprocessor_config.json"
+
+#: The ``media_proc_cfg`` keys K2.5's ``get_resize_config`` reads for a ``video_chunk``
+#: (with ``[]``, so a config without them cannot size chunks there).
+_K25_CHUNK_KEYS = ("sample_fps", "max_num_frames_each_video", "in_patch_limit_each_frame", "in_patch_limit_video")
+
+#: The keys only K3's processor reads.
+_K3_KEYS = ("transparent_bg_config", "transparent_bg_fill_stage")
+
+#: Per flavour: the checkpoint's class name and ``model_type``.
+_CHECKPOINT_CLASSES = {"kimi_k3": "KimiK3VisionProcessor", "kimi_k25": "KimiK25VisionProcessor"}
+
+#: Top-level keys of a ``preprocessor_config.json`` that ``from_dict`` accepts and ignores
+#: (transformers' bookkeeping; the checkpoint's ``from_dict`` hands them to
+#: ``BaseImageProcessor``, which stores them as attributes).
+_IGNORED_CONFIG_KEYS = frozenset({"image_processor_type", "auto_map", "processor_class"})
+
+#: The keyword options of the constructor, which ``from_dict`` also takes.
+_OPTION_NAMES = frozenset({"pillow_compat", "exif_transpose", "dtype", "num_threads", "max_image_pixels"})
+
+
+def _flavour(media_proc_cfg: Mapping[str, Any]) -> str:
+    """``"kimi_k25"`` when the config has every key of K2.5's chunk sizing and no key
+    only K3 reads, else ``"kimi_k3"`` (the published configs give their own checkpoint)."""
+    if any(key in media_proc_cfg for key in _K3_KEYS):
+        return "kimi_k3"
+    return "kimi_k25" if all(key in media_proc_cfg for key in _K25_CHUNK_KEYS) else "kimi_k3"
+
+
+# --- tensors and BatchFeature -------------------------------------------------------------
+
+#: ``torch`` when it can be imported, None when not, ``_UNSET`` until first looked up.
+_TORCH: Any = _UNSET
+
+
+def _torch_module() -> Any:
+    """The ``torch`` module, or None; imported once per process (an install whose import
+    fails in any way counts as absent)."""
+    global _TORCH
+    if _TORCH is _UNSET:
+        try:
+            import torch
+        except Exception:  # noqa: BLE001 (not installed, or broken: numpy arrays)
+            torch = None
+        _TORCH = torch
+    return _TORCH
+
+
+def _to_tensors(out: dict[str, np.ndarray], return_tensors: Any) -> dict[str, Any]:
+    """The arrays as ``return_tensors`` asks: ``"np"`` as they are; ``"pt"`` as torch
+    tensors sharing their memory; None as torch tensors when torch imports (the
+    checkpoint builds torch tensors whatever is asked), else as they are."""
+    if return_tensors == "np":
+        return out
+    if return_tensors is None:
+        torch = _torch_module()
+        if torch is None:
+            return out
+    elif return_tensors == "pt":
+        torch = _torch_module()
+        if torch is None:
+            raise errors.no_torch()
+    else:
+        raise errors.bad_return_tensors(return_tensors)
+    tensors = {}
+    for key, value in out.items():
+        if value.dtype.name in ("bfloat16", "uint16") and key == "pixel_values":
+            tensors[key] = torch.from_numpy(value.view(np.uint16)).view(torch.bfloat16)
+        else:
+            tensors[key] = torch.from_numpy(value)
+    return tensors
 
 
 #: transformers' ``BatchFeature`` class, None when transformers cannot be imported, or
@@ -55,22 +127,35 @@ PREPROCESSOR_CONFIG_NAME = "preprocessor_config.json"
 _BATCH_FEATURE: Any = _UNSET
 
 
-def _batch_feature(data: dict[str, Any]) -> Mapping[str, Any]:
-    """``transformers.BatchFeature(data)`` when transformers can be imported, else ``data``.
+def _find_batch_feature() -> Any:
+    """``transformers.image_processing_utils.BatchFeature`` when it subclasses
+    ``transformers.feature_extraction_utils.BatchFeature`` (4.57, 5.x), else the latter;
+    None when that cannot be imported (not installed, or broken)."""
+    try:
+        base = importlib.import_module("transformers.feature_extraction_utils").BatchFeature
+    except Exception:  # noqa: BLE001 (not installed (ImportError), or broken: plain dicts)
+        return None
+    try:
+        image = importlib.import_module("transformers.image_processing_utils").BatchFeature
+    except Exception:  # noqa: BLE001 (an older or partial install: the base class)
+        return base
+    return image if isinstance(image, type) and issubclass(image, base) else base
 
-    The checkpoint's processor returns a ``BatchFeature``; serving code that checks
-    for it (or calls ``.to(device)`` on it) gets one. The values are wrapped as they
-    are (no ``tensor_type`` conversion, so no copy). The import is tried once per
-    process, on the first call (a failed import costs ~0.15 ms, too much to repeat per
-    call); an install that fails to import counts as absent.
+
+def _batch_feature(data: dict[str, Any]) -> Mapping[str, Any]:
+    """``BatchFeature(data)`` when transformers can be imported, else ``data``.
+
+    The class is ``transformers.image_processing_utils.BatchFeature``, the one the
+    checkpoint's vision processor returns (transformers 4.57 and 5 also have
+    ``feature_extraction_utils.BatchFeature``, its base, used when the first cannot be
+    imported; :func:`_find_batch_feature`). Serving code that checks for it, or calls ``.to(device)`` / ``.data`` on
+    it, gets one. The values are wrapped as they are (no ``tensor_type`` conversion, so
+    no copy). The import is tried once per process, on the first call; an install that
+    fails to import counts as absent.
     """
     global _BATCH_FEATURE
     if _BATCH_FEATURE is _UNSET:
-        try:
-            from transformers.feature_extraction_utils import BatchFeature
-        except Exception:  # noqa: BLE001 (not installed (ImportError), or broken: plain dicts)
-            BatchFeature = None
-        _BATCH_FEATURE = BatchFeature
+        _BATCH_FEATURE = _find_batch_feature()
     if _BATCH_FEATURE is None:
         return data
     batch: Mapping[str, Any] = _BATCH_FEATURE(data=data)
@@ -90,11 +175,81 @@ def _jsonable(value: Any) -> Any:
     return copy.deepcopy(value)
 
 
-class KimiK3VisionProcessor:
-    """Drop-in for the checkpoint's ``KimiK3VisionProcessor`` (and K2.5's) image path.
+# --- resize_image: Pillow's resize in the image's mode, the background, the padding ----
 
-    Reproduces ``kimi_k3_vision_processing.KimiK3VisionProcessor`` where servers touch
-    it: the ``media_proc_cfg`` attribute and ``preprocess(medias, return_tensors)``.
+
+def _resize_like_pillow(image: Image.Image, size: tuple[int, int], options: _native.Options) -> Image.Image:
+    """``image.resize(size, BICUBIC)`` as Pillow does it (``PIL/Image.py: Image.resize``),
+    the 8-bit resample in the Rust core.
+
+    * Same size: a copy (Pillow resamples nothing).
+    * A down-scale: ``RGB``: the core; ``RGBA`` / ``LA``: Pillow's premultiplication
+      (``convert("RGBa")`` / ``"La"``), the core, and back, as ``Image.resize`` does;
+      other modes as the pipeline resizes them (:func:`kimi_k3_rs.modes._resize_in_mode`:
+      ``P`` / ``1`` NEAREST by Pillow, 8-bit modes in the core, 16/32-bit ones by Pillow).
+    * Anything else (an up-scale on a side, a zero side): Pillow itself (the core only
+      down-scales), whose errors propagate.
+
+    ``info`` (``transparency`` included) is carried over, as Pillow's resize does.
+    """
+    width, height = image.size
+    new_width, new_height = size
+    if size == image.size:
+        return image.copy()
+    if not (0 < new_width <= width and 0 < new_height <= height):
+        _delegated_resize_order_check(image.mode, image.size, size, options.pillow_compat)
+        return image.resize(size, Image.Resampling.BICUBIC)
+    mode = image.mode
+    if mode == "RGB":
+        out = Image.fromarray(_native.resize_bicubic(np.asarray(image), new_width, new_height, options), "RGB")
+    elif mode in ("RGBA", "LA"):
+        premultiplied = {"RGBA": "RGBa", "LA": "La"}[mode]
+        resized = _resize_in_mode(image.convert(premultiplied), size, options)
+        out = resized.convert(mode)
+    else:
+        return _resize_in_mode(image, size, options)
+    out.info = image.info.copy()
+    return out
+
+
+def _fill_background(image: Image.Image, cfg: MediaProcConfig) -> np.ndarray:
+    """``media_utils.py: fill_transparent_bg_with(image, bg)`` as a uint8 array.
+
+    No background: ``convert("RGB")``; an ``RGB`` image as it is; an image with an ``A``
+    band or a ``transparency`` entry: ``convert("RGBA")``, then composited by the core
+    (:func:`kimi_k3_rs._native.composite`, the checkpoint's float32 arithmetic); any
+    other image ``convert("RGB")``.
+    """
+    if cfg.transparent_bg_config is None:
+        return np.asarray(image.convert("RGB"))
+    if image.mode == "RGB":
+        return np.asarray(image)
+    if "A" not in image.getbands() and "transparency" not in image.info:
+        return np.asarray(image.convert("RGB"))
+    return _native.composite(np.asarray(image.convert("RGBA")), cfg.native)
+
+
+def _is_repo_id(path: str) -> bool:
+    """Whether ``path`` (not an existing file or folder) can name a Hub repository:
+    ``name`` or ``owner/name``, not absolute, not ``./``, ``../`` or ``~``."""
+    if os.path.isabs(path) or path.startswith((".", "~")) or "\\" in path:
+        return False
+    return 1 <= len(path.split("/")) <= 2 and all(path.split("/"))
+
+
+class KimiK3VisionProcessor:
+    """Drop-in for the checkpoint's ``KimiK3VisionProcessor`` (and K2.5's ``KimiK25VisionProcessor``).
+
+    Reproduces ``kimi_k3_vision_processing.py: KimiK3VisionProcessor`` and
+    ``kimi_k25_vision_processing.py: KimiK25VisionProcessor``, every member their
+    callers use (``KimiK3Processor``, vLLM's ``KimiK25Processor``, sglang's fast path
+    and CPU fallback), with their signatures, return types and values; the pixel work
+    runs in the Rust core. It acts as the checkpoint its config belongs to (see the
+    module docstring: K2.5 when ``media_proc_cfg`` has K2.5's video keys, else K3).
+
+    ``kimi_k3_rs.KimiK3VisionProcessor`` is, when transformers imports, a subclass of
+    this class and of ``transformers.image_processing_utils.BaseImageProcessor``;
+    ``isinstance`` checks against this class hold for both.
 
     The config is validated once, here; ``media_proc_cfg`` returns a fresh copy of it
     on every access, so mutating that copy never changes what the processor does.
@@ -121,14 +276,32 @@ class KimiK3VisionProcessor:
         num_threads: int | None = None,
         max_image_pixels: int | None = DEFAULT_MAX_IMAGE_PIXELS,
     ) -> None:
+        super().__init__()  # BaseImageProcessor's, in the transformers subclass
         self.config = MediaProcConfig.from_dict(media_proc_cfg)
         self._media_proc_cfg: dict[str, Any] = copy.deepcopy(dict(media_proc_cfg))
         self.options = _Options.make(pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels)
+        self._flavour = _flavour(self._media_proc_cfg)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> KimiK3VisionProcessor:
+        """A deep copy (``ProcessorMixin.to_dict`` / ``__repr__`` deep-copy their parts):
+        the validated config and options, immutable, are shared; every other attribute
+        is deep-copied."""
+        cls = type(self)
+        new = cls.__new__(cls)
+        memo[id(self)] = new
+        for key, value in self.__dict__.items():
+            new.__dict__[key] = value if key in ("config", "options") else copy.deepcopy(value, memo)
+        return new
 
     @property
     def media_proc_cfg(self) -> dict[str, Any]:
         """A copy of the ``media_proc_cfg`` dict the processor was built with."""
         return copy.deepcopy(self._media_proc_cfg)
+
+    @property
+    def model_type(self) -> str:
+        """The checkpoint's ``model_type`` of this flavour: ``"kimi_k3"`` or ``"kimi_k25"``."""
+        return self._flavour
 
     @property
     def pillow_compat(self) -> str:
@@ -140,33 +313,333 @@ class KimiK3VisionProcessor:
         """Whether EXIF orientation is applied."""
         return self.options.exif_transpose
 
+    @property
+    def _transparent_bg_config(self) -> TransparentBgConfig | None:
+        """The background, as ``KimiK3VisionProcessor._transparent_bg_config`` gives it.
+
+        A :class:`TransparentBgConfig` with the fields of the checkpoint's dataclass
+        (``media_utils.py: TransparentBgConfig``, missing keys at its defaults), which
+        the checkpoint's ``ensure_media_type`` / ``fill_transparent_bg_with`` read; None
+        when the config sets none.
+        """
+        return self.config.transparent_bg_config
+
+    @property
+    def _transparent_bg_fill_stage(self) -> str:
+        """``"before_resize"`` (the default) or ``"after_resize"``, as
+        ``KimiK3VisionProcessor._transparent_bg_fill_stage`` gives it."""
+        return self.config.transparent_bg_fill_stage
+
+    # --- prompts -----------------------------------------------------------------------
+
+    @classmethod
+    def make_image_prompt(cls, width: int, height: int) -> str:
+        """K3's image placeholder with the original size, as
+        ``KimiK3VisionProcessor.make_image_prompt``: ``<|media_begin|>image
+        {width}x{height}<|media_content|><|media_pad|><|media_end|>`` (no space but the
+        one after ``image``). Servers expand the ``<|media_pad|>`` to
+        :meth:`media_tokens_calculator` tokens.
+
+        Example:
+            >>> from kimi_k3_rs.hf import KimiK3VisionProcessor
+            >>> KimiK3VisionProcessor.make_image_prompt(640, 480)
+            '<|media_begin|>image 640x480<|media_content|><|media_pad|><|media_end|>'
+        """
+        return f"<|media_begin|>image {width}x{height}<|media_content|><|media_pad|><|media_end|>"
+
+    @classmethod
+    def make_chunk_prompt(cls, timestamp_text: str) -> str:
+        """K2.5's video-chunk placeholder, as ``KimiK25VisionProcessor.make_chunk_prompt``:
+        ``{timestamp_text}<|media_begin|>video<|media_content|><|media_pad|><|media_end|>``."""
+        return f"{timestamp_text}<|media_begin|>video<|media_content|><|media_pad|><|media_end|>"
+
+    # --- sizing ------------------------------------------------------------------------
+
+    def _check_type(self, kind: Any) -> None:
+        """``ensure_media_type``'s check: ``image`` (and ``video_chunk`` for K2.5) only."""
+        if kind != "image" and not (kind == "video_chunk" and self._flavour == "kimi_k25"):
+            raise errors.unsupported_media_type(kind)
+
+    def get_resize_config(self, media_input: Mapping[str, Any]) -> dict[str, int]:
+        """The sizing of one media dict, as the checkpoint's ``get_resize_config``.
+
+        ``{"type": "image", "image": ...}``: ``media_utils.py: navit_resize_image`` of the
+        image's size; any image input :func:`preprocess` takes, sized from its header
+        (the checkpoint reads a PIL image's ``.size``). K2.5 only,
+        ``{"type": "video_chunk", "video_chunk": [frames...]}``: ``navit_resize_video``
+        as K2.5 calls it for a chunk: frame 0's size, ``in_patch_limit_each_frame`` (or
+        ``in_patch_limit`` when None), capped by ``round(in_patch_limit_video / n)``
+        when that is set, ``n = len(frames)``.
+
+        Returns:
+            ``{"num_tokens", "new_width", "new_height", "pad_width", "pad_height",
+            "sampled_nframes"}`` (ints; pixels; padding right / bottom;
+            ``sampled_nframes`` 1 for an image, the frame count for a chunk).
+
+        Raises:
+            ValueError: ``Unsupported type: {type}`` for another media type (K3: anything
+                but ``image``); the side-limit text (:class:`KimiK3Error`).
+            KeyError: no ``"type"`` / ``"image"`` / ``"video_chunk"`` key, or (chunks) a
+                video key of the config, as in the checkpoint.
+            IndexError: an empty chunk.
+            ValueError / TypeError: as :func:`preprocess` for image data it cannot size.
+        """
+        kind = media_input["type"]
+        if kind == "image":
+            width, height = _header_size(media_input["image"], self.options.exif_transpose)
+            resize = _resize_dict(_native.navit_resize_config(width, height, self.config.native))
+            return {**resize, "sampled_nframes": 1}
+        if kind == "video_chunk" and self._flavour == "kimi_k25":
+            return self._chunk_resize_config(media_input["video_chunk"])
+        raise errors.unsupported_type(kind)
+
+    def _chunk_resize_config(self, frames: Sequence[Any]) -> dict[str, int]:
+        """K2.5 ``get_resize_config`` of a ``video_chunk``: ``navit_resize_video(w, h, n,
+        avg_fps=1.0, sample_fps=min(inf, 1.0), ...)``, so ``n`` frames sampled; sized by
+        the core (frame 0's size, the per-frame budget of the chunk)."""
+        width, height = _header_size(frames[0], self.options.exif_transpose)
+        sizing = _native.navit_resize_video_chunk(width, height, len(frames), self.config.native)
+        return {**_resize_dict(sizing), "sampled_nframes": len(frames)}
+
+    def media_tokens_calculator(self, media: Mapping[str, Any]) -> int:
+        """LLM tokens of one media dict, as the checkpoint's ``media_tokens_calculator``.
+
+        ``ensure_media_type``'s type check, then ``get_resize_config(media)["num_tokens"]``
+        (:meth:`get_resize_config`). The dict is not changed (the checkpoint replaces
+        its ``"image"`` with the opened PIL image); encoded images are sized from their
+        header, no pixels decoded.
+
+        Returns:
+            ``int``: ``(padded_h / F) * (padded_w / F)``, ``F = patch_size *
+            merge_kernel_size``, or ``fixed_output_tokens``.
+
+        Raises:
+            ValueError: ``Unsupported media type: {type}`` (K3: anything but ``image``;
+                K2.5: but ``image`` / ``video_chunk``); otherwise as
+                :meth:`get_resize_config`.
+            KeyError: no ``"type"`` key.
+        """
+        self._check_type(media["type"])
+        return int(self.get_resize_config(media)["num_tokens"])
+
+    # --- pixels ------------------------------------------------------------------------
+
+    def resize_image(
+        self, image: Image.Image, new_width: int, new_height: int, pad_width: int, pad_height: int
+    ) -> np.ndarray:
+        """Resize and pad one PIL image, as the checkpoint's ``resize_image``, bit for bit.
+
+        ``image.resize((new_width, new_height), BICUBIC)`` in the image's own mode (the
+        8-bit resample in the Rust core, ``pillow_compat`` honoured; RGBA / LA
+        premultiplied as Pillow does; ``P`` / ``1`` NEAREST, 16/32-bit modes and
+        up-scales by Pillow); then, when ``transparent_bg_fill_stage`` is
+        ``"after_resize"`` (K3's ``image_to_np``), ``fill_transparent_bg_with`` onto the
+        background; then ``np.asarray`` and ``np.pad(((0, pad_height), (0, pad_width),
+        (0, 0)))`` with zeros, as ``media_utils.py: image_to_np`` and ``resize_image``.
+
+        Returns:
+            uint8 ``[new_height + pad_height, new_width + pad_width, C]``: ``C`` is 3 for
+            RGB (and whatever the background step returns), the mode's band count
+            otherwise (an RGBA image without the background step gives 4, as the
+            checkpoint's).
+
+        Raises:
+            AssertionError: ``image must be a PIL Image``.
+            ValueError: numpy's, for a mode whose array is 2-D (``L`` without the
+                background step), as the checkpoint's ``np.pad`` fails on it; Pillow's,
+                for a zero or negative size; :class:`ImageError` as :func:`preprocess`
+                for a 16/32-bit mode whose pass order ``pillow_compat`` cannot give.
+        """
+        if not isinstance(image, Image.Image):
+            raise errors.not_a_pil_image()
+        resized = _resize_like_pillow(image, (new_width, new_height), self.options.native)
+        if self.config.transparent_bg_fill_stage == "after_resize":
+            array = _fill_background(resized, self.config)
+        else:
+            array = np.asarray(resized)
+        return np.pad(array, ((0, pad_height), (0, pad_width), (0, 0)), mode="constant", constant_values=0)
+
+    def preprocess(self, medias: Sequence[Any], return_tensors: str | None = None) -> Mapping[str, Any]:
+        """Preprocess media dicts or bare images, as the checkpoint processor's ``preprocess``.
+
+        Args:
+            medias: one image / media dict, or a list / tuple of
+                ``{"type": "image", "image": ...}`` dicts or bare images, in any mix
+                (see :func:`preprocess` for the accepted image types).
+            return_tensors: ``"np"`` for numpy arrays; ``"pt"`` for torch tensors
+                (sharing the arrays' memory, no copy; needs torch); ``None`` (default)
+                for torch tensors when torch can be imported, as the checkpoint gives,
+                else numpy arrays.
+
+        Returns:
+            A ``transformers.image_processing_utils.BatchFeature`` when transformers can
+            be imported (what the checkpoint's processor returns), else a plain
+            ``dict``; the same keys and values either way: ``"pixel_values"``
+            (``[N, 3, ps, ps]`` of the processor's ``dtype``, float32 by default) and
+            ``"grid_thws"`` (int64 ``[n, 3]``). An empty list gives an empty mapping, as
+            the reference's ``BatchFeature({})``.
+
+        Raises:
+            ValueError: ``Unsupported media type: {type}`` (the checkpoint's) for a media
+                dict of another type (K3: anything but ``image``); ``return_tensors`` is
+                not None, ``"np"`` or ``"pt"``; and as :func:`preprocess`:
+                :class:`ImageError` for an input that cannot be read or decoded (naming
+                its batch index), :class:`ImageTooLargeError` for an encoded input over
+                ``max_image_pixels``.
+            TypeError: as :func:`preprocess`.
+            ImportError: ``return_tensors="pt"`` without torch.
+        """
+        medias = _as_list(medias)
+        for item in medias:
+            if isinstance(item, Mapping) and "type" in item:
+                self._check_type(item["type"])
+        if not medias:
+            return _batch_feature({})
+        pixel_values, grid_thws = _run(medias, self.config, self.options)
+        return _batch_feature(
+            _to_tensors({"pixel_values": pixel_values, "grid_thws": grid_thws}, return_tensors)
+        )
+
+    __call__ = preprocess
+
+    # --- video (K2.5) ------------------------------------------------------------------
+
+    def split_video_chunks(self, video_url: str | bytes) -> list[dict[str, Any]]:
+        """Sample a whole video into chunk media dicts, as K2.5's ``split_video_chunks``.
+
+        Reproduces ``kimi_k25_vision_processing.py: split_video_chunks`` (with
+        ``media_utils.py: get_video_meta`` and ``timestamp_as_str``): ``sample_fps =
+        min(cfg["sample_fps"], avg_fps)``; ``max(round(n * sample_fps / avg_fps), 1)``
+        frames at ``np.linspace(0, n - 1, ...).round()``; chunks of
+        ``temporal_merge_kernel_size`` frames (the last may be shorter), each
+        ``{"type": "video_chunk", "video_chunk": [PIL RGB frames], "prompt":
+        make_chunk_prompt(timestamp of its first frame)}``. Decoding uses
+        ``mecord.VideoReader``, as the checkpoint does.
+
+        Args:
+            video_url: the video as bytes, a path, or a ``data:video/mp4;base64,`` URL.
+
+        Raises:
+            ImportError: ``mecord`` is not installed (it is not on PyPI); decode with
+                ``kimi_k3_rs.split_video_frames`` instead.
+            AssertionError: ``Invalid video format.`` when the decoder reports no frames,
+                size or frame rate.
+            ValueError: ``Invalid timestamp mode: {mode}``.
+            KeyError: a video key missing from ``media_proc_cfg``.
+        """
+        try:
+            from mecord import VideoReader
+        except ImportError as exc:
+            raise errors.no_mecord() from exc
+        source: Any = os.fspath(video_url) if isinstance(video_url, os.PathLike) else video_url
+        if isinstance(source, str) and source.startswith("data:video/mp4;base64,"):
+            import base64
+
+            source = base64.b64decode(source.split(",")[1])
+        meta = VideoReader(source, auto_init=True, num_threads=1)
+        if not (meta.num_frames > 0 and meta.original_width > 0 and meta.original_height > 0 and meta.avg_fps > 0):
+            raise errors.invalid_video_format()
+        plans = split_video_plan(int(meta.num_frames), float(meta.avg_fps), self.config)
+        indices = [index for plan in plans for index in plan.frame_indices]
+        # the checkpoint's ``resampling``: the original ``video_url``, four threads
+        reader = VideoReader(video_url, num_threads=4, frame_time_info=None, key_indices=None)
+        frames = iter([Image.fromarray(frame) for frame in reader[indices]])
+        return [
+            {"type": "video_chunk", "video_chunk": [next(frames) for _ in plan.frame_indices], "prompt": plan.prompt}
+            for plan in plans
+        ]
+
+    # --- config in and out -------------------------------------------------------------
+
     @classmethod
     def from_pretrained(
         cls,
         path: str | os.PathLike[str],
+        *,
+        revision: str | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        token: str | bool | None = None,
+        local_files_only: bool = False,
+        subfolder: str | None = None,
         **options: Any,
     ) -> KimiK3VisionProcessor:
-        """Load ``preprocessor_config.json`` (a file, or a checkpoint folder holding it).
+        """Load ``preprocessor_config.json`` from a file, a checkpoint folder or the Hub.
 
         Only its nested ``media_proc_cfg`` is read; top-level keys beside it are ignored.
-        ``options`` are the keyword options of the constructor.
+
+        Args:
+            path: the JSON file, a folder holding it, or a Hub repo id (``owner/name``,
+                resolved through ``huggingface_hub``, which honours ``HF_HUB_OFFLINE``
+                and ``HF_HUB_CACHE``).
+            revision, cache_dir, token, local_files_only: passed to
+                ``huggingface_hub.hf_hub_download`` for a repo id (ignored for a local
+                path).
+            subfolder: the config's folder inside the repo or local folder.
+            options: the keyword options of the constructor.
 
         Raises:
-            FileNotFoundError: no such file.
+            FileNotFoundError: no such file (a local path; or a repo id without
+                huggingface_hub installed).
+            OSError / ValueError: ``huggingface_hub``'s errors for a repo id (not found,
+                offline without a cached copy, an invalid id).
             ConfigError: the file has no ``media_proc_cfg`` object; bad values.
         """
-        return cls(load_media_proc_cfg(path), **options)
+        location = os.fspath(path)
+        if subfolder:
+            local = os.path.join(location, subfolder)
+        else:
+            local = location
+        if not os.path.exists(local) and isinstance(path, str) and _is_repo_id(location):
+            try:
+                from huggingface_hub import hf_hub_download
+            except ImportError as exc:
+                raise errors.not_found_and_no_hub(location) from exc
+            local = hf_hub_download(
+                location,
+                PREPROCESSOR_CONFIG_NAME,
+                subfolder=subfolder or None,
+                revision=revision,
+                cache_dir=None if cache_dir is None else os.fspath(cache_dir),
+                token=token,
+                local_files_only=local_files_only,
+            )
+        return cls(load_media_proc_cfg(local), **options)
+
+    @classmethod
+    def from_dict(cls, config_dict: Mapping[str, Any], **kwargs: Any) -> KimiK3VisionProcessor:
+        """Build a processor from a ``preprocessor_config.json`` dict, as the checkpoint's ``from_dict``.
+
+        ``config_dict["media_proc_cfg"]`` is the config (``{}`` when absent, which fails
+        validation); ``image_processor_type``, ``auto_map`` and ``processor_class`` are
+        accepted and ignored; the constructor's options may be given in the dict or as
+        ``kwargs`` (these win).
+
+        Raises:
+            TypeError: any other key or keyword.
+            ValueError / TypeError: as the constructor.
+        """
+        config = {**dict(config_dict), **kwargs}
+        media_proc_cfg = config.pop("media_proc_cfg", {})
+        unknown = [key for key in config if key not in _OPTION_NAMES and key not in _IGNORED_CONFIG_KEYS]
+        if unknown:
+            raise errors.unknown_config_keys(unknown)
+        options = {key: value for key, value in config.items() if key in _OPTION_NAMES}
+        return cls(media_proc_cfg, **options)
 
     def to_dict(self) -> dict[str, Any]:
-        """The ``preprocessor_config.json`` content of this processor.
+        """The ``preprocessor_config.json`` content of this processor: the checkpoint's keys.
 
-        The checkpoint's layout, ``{"media_proc_cfg": {...}}``, with the
-        ``media_proc_cfg`` the processor was built with (unknown keys such as the video
-        keys and ``config_type`` included), as JSON types: tuples and numpy arrays become
-        lists, numpy scalars Python numbers. The per-call options (``pillow_compat``,
-        ``exif_transpose``, ``dtype``, ``num_threads``, ``max_image_pixels``) are this
-        library's runtime choices, not part of the checkpoint's config: they are not
-        included; pass them again to :meth:`from_pretrained`.
+        ``{"image_processor_type": ..., "media_proc_cfg": {...}}``, as the checkpoint's
+        ``to_dict`` (transformers' ``ImageProcessingMixin.to_dict`` plus
+        ``media_proc_cfg``): ``image_processor_type`` is the checkpoint's class name of
+        this flavour (``"KimiK3VisionProcessor"`` or ``"KimiK25VisionProcessor"``);
+        ``media_proc_cfg`` is the one the processor was built with (unknown keys such as
+        the video keys and ``config_type`` included), as JSON types: tuples and numpy
+        arrays become lists, numpy scalars Python numbers. The per-call options
+        (``pillow_compat``, ``exif_transpose``, ``dtype``, ``num_threads``,
+        ``max_image_pixels``) are this library's runtime choices, not part of the
+        checkpoint's config: they are not included; pass them again to
+        :meth:`from_pretrained`.
 
         Returns:
             A new dict; mutating it changes nothing in the processor.
@@ -174,13 +647,30 @@ class KimiK3VisionProcessor:
         Example:
             >>> import kimi_k3_rs
             >>> proc = kimi_k3_rs.KimiK3VisionProcessor(kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG)
-            >>> proc.to_dict()["media_proc_cfg"]["in_patch_limit"]
-            65536
+            >>> proc.to_dict()["media_proc_cfg"]["in_patch_limit"], proc.to_dict()["image_processor_type"]
+            (65536, 'KimiK3VisionProcessor')
         """
-        return {"media_proc_cfg": _jsonable(self._media_proc_cfg)}
+        return {
+            "image_processor_type": _CHECKPOINT_CLASSES[self._flavour],
+            "media_proc_cfg": _jsonable(self._media_proc_cfg),
+        }
 
-    def save_pretrained(self, save_directory: str | os.PathLike[str]) -> list[str]:
-        """Write ``preprocessor_config.json`` (:meth:`to_dict`) into a folder.
+    def to_json_string(self) -> str:
+        """:meth:`to_dict` as the checkpoint's ``to_json_string`` writes it: JSON, indent
+        2, sorted keys, a final newline.
+
+        Raises:
+            TypeError: a value of an unknown ``media_proc_cfg`` key cannot be written as JSON.
+        """
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+    def __repr__(self) -> str:
+        """The checkpoint's ``__repr__``: ``KimiK3VisionProcessor(media_proc_cfg={...})``
+        (``KimiK25VisionProcessor(...)`` for the K2.5 flavour)."""
+        return f"{_CHECKPOINT_CLASSES[self._flavour]}(media_proc_cfg={self._media_proc_cfg})"
+
+    def save_pretrained(self, save_directory: str | os.PathLike[str], **kwargs: Any) -> list[str]:
+        """Write ``preprocessor_config.json`` (:meth:`to_json_string`) into a folder.
 
         ``KimiK3VisionProcessor.from_pretrained(save_directory)`` then builds a
         processor with the same ``media_proc_cfg`` (and so the same outputs, given the
@@ -189,6 +679,8 @@ class KimiK3VisionProcessor:
 
         Args:
             save_directory: the folder; created (with its parents) if missing.
+            kwargs: accepted for transformers' callers (``push_to_hub`` and its options)
+                and ignored: nothing is pushed.
 
         Returns:
             ``[path]``: the file written (as transformers' ``save_pretrained`` returns
@@ -201,8 +693,8 @@ class KimiK3VisionProcessor:
                 as JSON.
         """
         folder = os.fspath(save_directory)
+        text = self.to_json_string()
         os.makedirs(folder, exist_ok=True)
-        text = json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
         path = os.path.join(folder, PREPROCESSOR_CONFIG_NAME)
         # a fresh name beside the target (same file system), opened like any new file
         # (permissions from the umask, unlike mkstemp's 0600)
@@ -217,39 +709,33 @@ class KimiK3VisionProcessor:
             raise
         return [path]
 
-    def preprocess(self, medias: Sequence[Any], return_tensors: str | None = None) -> Mapping[str, Any]:
-        """Preprocess media dicts or bare images, as the checkpoint processor's ``preprocess``.
 
-        Args:
-            medias: one image / media dict, or a list / tuple of
-                ``{"type": "image", "image": ...}`` dicts or bare images, in any mix
-                (see :func:`preprocess` for the accepted image types).
-            return_tensors: ``None`` / ``"np"`` for numpy arrays, ``"pt"`` for torch
-                tensors (sharing the arrays' memory, no copy; needs torch).
+#: The class ``kimi_k3_rs.KimiK3VisionProcessor`` names, once looked up (``_UNSET`` before).
+_PUBLIC_CLASS: Any = _UNSET
 
-        Returns:
-            A transformers ``BatchFeature`` when transformers can be imported (what the
-            checkpoint's processor returns), else a plain ``dict``; the same keys and
-            values either way: ``"pixel_values"`` (``[N, 3, ps, ps]`` of the
-            processor's ``dtype``, float32 by default) and ``"grid_thws"`` (int64
-            ``[n, 3]``). An empty list gives an empty mapping, as the reference's
-            ``BatchFeature({})``.
 
-        Raises:
-            ValueError: ``return_tensors`` is not None, ``"np"`` or ``"pt"``; and as
-                :func:`preprocess`: :class:`ImageError` for an input that cannot be read
-                or decoded (naming its batch index), :class:`ImageTooLargeError` for an
-                encoded input over ``max_image_pixels``, sglang's messages for
-                unsupported inputs.
-            TypeError: as :func:`preprocess`.
-            ImportError: ``return_tensors="pt"`` without torch.
-        """
-        medias = _as_list(medias)
-        if not medias:
-            return _batch_feature({})
-        pixel_values, grid_thws = _run(medias, self.config, self.options)
-        return _batch_feature(
-            _to_tensors({"pixel_values": pixel_values, "grid_thws": grid_thws}, return_tensors)
-        )
+def _public_class() -> type[KimiK3VisionProcessor]:
+    """The class ``kimi_k3_rs.KimiK3VisionProcessor`` resolves to, built once per process.
 
-    __call__ = preprocess
+    When ``transformers.image_processing_utils.BaseImageProcessor`` imports: a subclass
+    of :class:`KimiK3VisionProcessor` and of it (this module's methods first, so the
+    checkpoint's behaviour wins over transformers' defaults), named
+    ``kimi_k3_rs.KimiK3VisionProcessor`` (so instances pickle by reference to it).
+    Otherwise (not installed, or failing to import): :class:`KimiK3VisionProcessor`.
+    """
+    global _PUBLIC_CLASS
+    if _PUBLIC_CLASS is _UNSET:
+        try:
+            from transformers.image_processing_utils import BaseImageProcessor
+        except Exception:  # noqa: BLE001 (absent or broken: the plain class)
+            _PUBLIC_CLASS = KimiK3VisionProcessor
+        else:
+            namespace = {
+                "__doc__": KimiK3VisionProcessor.__doc__,
+                "__module__": "kimi_k3_rs",
+                "__qualname__": "KimiK3VisionProcessor",
+                "model_input_names": ["pixel_values", "grid_thws"],
+            }
+            _PUBLIC_CLASS = type("KimiK3VisionProcessor", (KimiK3VisionProcessor, BaseImageProcessor), namespace)
+    cls: type[KimiK3VisionProcessor] = _PUBLIC_CLASS
+    return cls

@@ -365,6 +365,48 @@ fn resize_bicubic<'py>(
     Ok(resized.into_pyarray(py).reshape(shape)?.into_any())
 }
 
+/// The sizing of one K2.5 video chunk of `num_frames` frames whose frame 0 is
+/// `width x height` (`media_utils.py: navit_resize_video` as `get_resize_config`
+/// calls it): `(num_tokens, new_width, new_height, pad_width, pad_height)`.
+#[pyfunction]
+#[pyo3(signature = (width, height, num_frames, config, /))]
+fn navit_resize_video_chunk(
+    width: &Bound<'_, PyAny>,
+    height: &Bound<'_, PyAny>,
+    num_frames: &Bound<'_, PyAny>,
+    config: &PyMediaProcConfig,
+) -> PyResult<ResizeTuple> {
+    let (w, h) = geometry::checked_size(int_arg("width", width)?, int_arg("height", height)?)
+        .map_err(to_py_err)?;
+    let t = int_arg("num_frames", num_frames)?;
+    let frames = u64::try_from(t)
+        .ok()
+        .filter(|&t| t > 0)
+        .ok_or_else(|| to_py_err(KimiError::ChunkFrames { frames: t }))?;
+    geometry::navit_resize_video_chunk(w, h, frames, &config.inner)
+        .map(|r| resize_tuple(&r))
+        .map_err(to_py_err)
+}
+
+/// `fill_transparent_bg_with` of a uint8 `HxWx4` (RGBA) or `HxWx2` (LA) array onto
+/// the config's background (`kimi_k3_vision_processing.py`): the colour bands,
+/// `HxWx3` or `HxWx1`, in the checkpoint's float32 arithmetic.
+#[pyfunction]
+#[pyo3(signature = (image, config, /))]
+fn composite<'py>(
+    py: Python<'py>,
+    image: Bound<'py, PyAny>,
+    config: &PyMediaProcConfig,
+) -> PyResult<Bound<'py, PyAny>> {
+    let arrays = borrow_images(std::slice::from_ref(&image), Names::Lone)?;
+    let view: ImageView<'_> = image_views(&arrays, Names::Lone)?[0];
+    let composited = py
+        .detach(|| crate::composite::composite_view(&view, &config.inner))
+        .map_err(to_py_err)?;
+    let shape = vec![view.height(), view.width(), view.channels() - 1];
+    Ok(composited.into_pyarray(py).reshape(shape)?.into_any())
+}
+
 /// `(width, height)` of a uint8 `HxW` / `HxWxC` array, checked as
 /// [`preprocess`] checks it (dtype, shape, channels, a zero side).
 #[pyfunction]
@@ -385,8 +427,9 @@ mod _native {
     use super::errors::{abbreviate, ConfigError, ImageError, ImageTooLargeError, KimiK3Error};
     #[pymodule_export]
     use super::{
-        count_image_tokens, count_video_chunk_tokens, image_size, navit_resize_config,
-        navit_resize_configs, preprocess, resize_bicubic, PyMediaProcConfig, PyOptions,
+        composite, count_image_tokens, count_video_chunk_tokens, image_size, navit_resize_config,
+        navit_resize_configs, navit_resize_video_chunk, preprocess, resize_bicubic,
+        PyMediaProcConfig, PyOptions,
     };
 
     #[pymodule_init]

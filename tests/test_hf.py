@@ -1,0 +1,637 @@
+"""The Hugging Face surface: ``KimiK3VisionProcessor`` as the checkpoint's vision processors.
+
+The checkpoint's members are transcribed here from their definitions
+(``kimi_k3_vision_processing.py``, ``kimi_k25_vision_processing.py``, ``media_utils.py``,
+``kimi_k3_processor.py``; reference-spec sections 3, 4, 9.1) and compared with ours:
+``get_resize_config`` / ``media_tokens_calculator`` / ``make_image_prompt`` over many
+sizes, ``resize_image`` bit for bit against Pillow's BICUBIC plus the checkpoint's
+padding, the checkpoint's ``KimiK3Processor`` wrapper shape built through
+``ProcessorMixin``'s own constructor, the messages, ``from_dict`` / ``to_dict``, the
+lazy transformers import, ``return_tensors=None`` with a torch stand-in,
+``split_video_chunks`` with a mecord stand-in, ``from_pretrained`` of a Hub repo id from
+a pre-filled cache (offline), and ``examples/vllm_processor.py``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import pickle
+import subprocess
+import sys
+import types
+from collections.abc import Mapping
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import kimi_k3_rs
+from kimi_k3_rs import hf
+from helpers import K3_CFG, K25_CFG, REPO_DIR, alpha_pattern_rgba, assert_bit_equal, cfg, exact, mode_image, noise
+from reference import fill_transparent_bg_with, navit_resize_image
+
+try:
+    from transformers.image_processing_utils import BaseImageProcessor
+    from transformers.image_processing_utils import BatchFeature as ImageBatchFeature
+except Exception:  # noqa: BLE001 - absent or broken
+    BaseImageProcessor = ImageBatchFeature = None
+HAS_TRANSFORMERS = BaseImageProcessor is not None
+needs_transformers = pytest.mark.skipif(not HAS_TRANSFORMERS, reason="transformers is not installed")
+
+PRESETS = {"k3": K3_CFG, "k25": K25_CFG}
+
+
+# ---------------------------------------------------------------------------
+# The checkpoint's members, transcribed from their definitions
+# ---------------------------------------------------------------------------
+
+
+def ckpt_navit_resize_video(w, h, nframes, avg_fps, sample_fps, ps, m, each_frame, side, total, max_frames, fixed):
+    """``media_utils.py: navit_resize_video`` (K2.5)."""
+    sample_fps = min(sample_fps, avg_fps)
+    sampled = max(round(nframes * sample_fps / avg_fps), 1)
+    if max_frames is not None:
+        sampled = min(sampled, max_frames)
+    if total is not None:
+        each_frame = min(round(total / sampled), each_frame)
+    ret = navit_resize_image(w, h, ps, m, each_frame, side, fixed)
+    ret["sampled_nframes"] = sampled
+    return ret
+
+
+def ckpt_get_resize_config(media_proc_cfg, media, k25):
+    """``KimiK3VisionProcessor.get_resize_config`` / ``KimiK25VisionProcessor.get_resize_config``."""
+    c = media_proc_cfg
+    if media["type"] == "image":
+        w, h = media["image"].size
+        ret = navit_resize_image(w, h, c["patch_size"], c["merge_kernel_size"], c["in_patch_limit"],
+                                 c["patch_limit_on_one_side"], c["fixed_output_tokens"])
+        ret["sampled_nframes"] = 1  # media_utils' navit_resize_image returns it too
+        return ret
+    if k25 and media["type"] == "video_chunk":
+        width, height = media["video_chunk"][0].size
+        each = c["in_patch_limit_each_frame"]
+        if each is None:
+            each = c["in_patch_limit"]
+        return ckpt_navit_resize_video(width, height, len(media["video_chunk"]), 1.0, math.inf, c["patch_size"],
+                                       c["merge_kernel_size"], each, c["patch_limit_on_one_side"],
+                                       c["in_patch_limit_video"], None, c["fixed_output_tokens"])
+    raise ValueError("Unsupported type: {}".format(media["type"]))
+
+
+def ckpt_media_tokens_calculator(media_proc_cfg, media, k25):
+    """``media_tokens_calculator``: ``ensure_media_type``'s check, then ``num_tokens``."""
+    allowed = ("image", "video_chunk") if k25 else ("image",)
+    if media["type"] not in allowed:
+        raise ValueError(f"Unsupported media type: {media['type']}")
+    return ckpt_get_resize_config(media_proc_cfg, media, k25)["num_tokens"]
+
+
+def ckpt_make_image_prompt(width, height):
+    """``KimiK3VisionProcessor.make_image_prompt``."""
+    return f"<|media_begin|>image {width}x{height}" f"<|media_content|><|media_pad|><|media_end|>"
+
+
+def ckpt_resize_image(media_proc_cfg, image, new_width, new_height, pad_width, pad_height):
+    """``resize_image`` (``image_to_np(image, size, "resize", bg, stage)`` + ``np.pad``)."""
+    assert isinstance(image, Image.Image), "image must be a PIL Image"
+    image = image.resize((new_width, new_height), resample=Image.Resampling.BICUBIC)
+    if media_proc_cfg.get("transparent_bg_fill_stage", "before_resize") == "after_resize":
+        image = fill_transparent_bg_with(image, media_proc_cfg.get("transparent_bg_config"))
+    image_np = np.asarray(image)
+    return np.pad(image_np, ((0, pad_height), (0, pad_width), (0, 0)), mode="constant", constant_values=0)
+
+
+def sizes_to_check():
+    rng = np.random.default_rng(7)
+    fixed = [(1, 1), (1, 9000), (9000, 1), (14, 14), (27, 29), (28, 28), (640, 480), (1920, 1080), (4000, 3000),
+             (8366, 10), (10, 8366), (7168, 7168), (7169, 3), (300, 7600), (3583, 3584), (2048, 2048)]
+    drawn = [tuple(int(v) for v in rng.integers(1, 9000, 2)) for _ in range(150)]
+    small = [tuple(int(v) for v in rng.integers(1, 300, 2)) for _ in range(50)]
+    return fixed + drawn + small
+
+
+# ---------------------------------------------------------------------------
+# sizing and prompts
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("preset", ["k3", "k25", "k3-fixed", "k25-in-patch-limit"])
+def test_get_resize_config_and_tokens_match_the_checkpoint(preset):
+    media_proc_cfg = {"k3": K3_CFG, "k25": K25_CFG, "k3-fixed": cfg("kimi_k3", fixed_output_tokens=77),
+                      "k25-in-patch-limit": cfg("kimi_k25", in_patch_limit=1000)}[preset]
+    k25 = preset.startswith("k25")
+    processor = kimi_k3_rs.KimiK3VisionProcessor(media_proc_cfg)
+    assert processor.model_type == ("kimi_k25" if k25 else "kimi_k3")
+    for w, h in sizes_to_check():
+        media = {"type": "image", "image": Image.new("1", (w, h))}
+        want = ckpt_get_resize_config(media_proc_cfg, media, k25)
+        got = processor.get_resize_config(media)
+        assert got == want and list(got) == list(want), (w, h)
+        assert all(type(v) is int for v in got.values())
+        tokens = processor.media_tokens_calculator(media)
+        assert tokens == ckpt_media_tokens_calculator(media_proc_cfg, media, k25) and type(tokens) is int
+    # any input preprocess takes is sized (the checkpoint needs a PIL image there)
+    array = np.zeros((480, 640, 3), np.uint8)
+    png = Image.new("RGB", (640, 480))
+    assert processor.get_resize_config({"type": "image", "image": array}) == \
+        ckpt_get_resize_config(media_proc_cfg, {"type": "image", "image": png}, k25)
+
+
+@pytest.mark.parametrize("each_frame,total", [(4096, None), (None, None), (4096, 9000), (16384, 100000)])
+def test_video_chunk_sizing_k25(each_frame, total):
+    media_proc_cfg = cfg("kimi_k25", in_patch_limit_each_frame=each_frame, in_patch_limit_video=total)
+    processor = kimi_k3_rs.KimiK3VisionProcessor(media_proc_cfg)
+    for n in (1, 2, 3, 4):
+        for w, h in [(1280, 720), (1920, 1080), (3840, 2160), (30, 20), (640, 4000)]:
+            chunk = {"type": "video_chunk", "video_chunk": [Image.new("1", (w, h))] * n}
+            assert processor.get_resize_config(chunk) == ckpt_get_resize_config(media_proc_cfg, chunk, True)
+            assert processor.media_tokens_calculator(chunk) == ckpt_media_tokens_calculator(media_proc_cfg, chunk, True)
+    # video-spec section 5: a 1280x720 frame, 1075 tokens per chunk under the published K2.5 config
+    if each_frame == 4096 and total is None:
+        chunk = {"type": "video_chunk", "video_chunk": [Image.new("1", (1280, 720))] * 4}
+        assert processor.media_tokens_calculator(chunk) == 1075
+
+
+def test_make_image_prompt_and_chunk_prompt():
+    for w, h in sizes_to_check()[:40]:
+        assert kimi_k3_rs.KimiK3VisionProcessor.make_image_prompt(w, h) == ckpt_make_image_prompt(w, h)
+    processor = kimi_k3_rs.KimiK3VisionProcessor(K3_CFG)
+    assert processor.make_image_prompt(640, 480) == \
+        "<|media_begin|>image 640x480<|media_content|><|media_pad|><|media_end|>"
+    assert kimi_k3_rs.KimiK3VisionProcessor.make_chunk_prompt("00:00:02.466") == \
+        "00:00:02.466<|media_begin|>video<|media_content|><|media_pad|><|media_end|>"
+
+
+def test_transparent_bg_members():
+    k3 = kimi_k3_rs.KimiK3VisionProcessor(K3_CFG)
+    bg = k3._transparent_bg_config
+    assert (bg.pattern, bg.chessboard_square_size, bg.chessboard_square_on_top_left,
+            bg.chessboard_white_value, bg.chessboard_gray_value) == ("chessboard", 8, True, 255, 180)
+    assert k3._transparent_bg_fill_stage == "after_resize"
+    k25 = kimi_k3_rs.KimiK3VisionProcessor(K25_CFG)
+    assert k25._transparent_bg_config is None and k25._transparent_bg_fill_stage == "before_resize"
+    # missing keys take the checkpoint dataclass's defaults (black, 16, True, 255, 200)
+    partial = kimi_k3_rs.KimiK3VisionProcessor(cfg("kimi_k3", transparent_bg_config={}))._transparent_bg_config
+    assert (partial.pattern, partial.chessboard_square_size, partial.chessboard_gray_value) == ("black", 16, 200)
+
+
+# ---------------------------------------------------------------------------
+# resize_image, bit for bit
+# ---------------------------------------------------------------------------
+
+RESIZE_INPUTS = {
+    "RGB": lambda w, h: noise(w, h, "RGB", 1),
+    "RGBA": lambda w, h: alpha_pattern_rgba(w, h, 2),
+    "LA": lambda w, h: alpha_pattern_rgba(w, h, 3).convert("LA"),
+    "L": lambda w, h: noise(w, h, "L", 4),
+    "P": lambda w, h: mode_image("P+bytes_trns", w, h, 5),
+    "1": lambda w, h: mode_image("1", w, h, 6),
+    "CMYK": lambda w, h: mode_image("CMYK", w, h, 7),
+    "L+trns": lambda w, h: mode_image("L+trns", w, h, 8),
+    "I;16": lambda w, h: mode_image("I;16", w, h, 9),
+}
+
+
+def outcome(call):
+    """``("ok", array)`` or ``("raised", exception class)``."""
+    try:
+        return "ok", call()
+    except Exception as exc:  # noqa: BLE001 - the class is compared
+        return "raised", type(exc)
+
+
+@pytest.mark.filterwarnings("ignore:Palette images with Transparency:UserWarning")
+@pytest.mark.parametrize("kind", list(RESIZE_INPUTS))
+@pytest.mark.parametrize("preset", ["k3", "k25", "k3-before", "k3-white"])
+def test_resize_image_is_the_checkpoints(kind, preset):
+    media_proc_cfg = {"k3": K3_CFG, "k25": K25_CFG, "k3-before": cfg("kimi_k3", transparent_bg_fill_stage="before_resize"),
+                      "k3-white": cfg("kimi_k3", transparent_bg_config={"pattern": "white"})}[preset]
+    processor = kimi_k3_rs.KimiK3VisionProcessor(media_proc_cfg)
+    for w, h in [(301, 203), (40, 700), (5000, 90), (57, 57)]:
+        image = RESIZE_INPUTS[kind](w, h)
+        sizing = kimi_k3_rs.navit_resize_config(w, h, 14, 2, 1500, 512)  # a down-scale of every image
+        for args in [(sizing["new_width"], sizing["new_height"], sizing["pad_width"], sizing["pad_height"]),
+                     (w, h, 3, 0),  # same size: no resample
+                     (w + 5, max(1, h // 2), 0, 1),  # one side up: Pillow's own resize
+                     (max(1, w // 3), max(1, h // 7), 0, 0)]:
+            want = outcome(lambda: ckpt_resize_image(media_proc_cfg, image, *args))
+            got = outcome(lambda: processor.resize_image(image, *args))
+            assert got[0] == want[0], (kind, (w, h), args, got, want)
+            if want[0] == "ok":
+                assert_bit_equal(got[1], want[1], f"{kind} {w}x{h} {args}")
+            else:
+                assert got[1] is want[1], (kind, args, got, want)
+
+
+def test_resize_image_shapes_and_errors():
+    k25 = kimi_k3_rs.KimiK3VisionProcessor(K25_CFG)
+    k3 = kimi_k3_rs.KimiK3VisionProcessor(K3_CFG)
+    rgba = alpha_pattern_rgba(300, 200, 1)
+    assert k25.resize_image(rgba, 150, 100, 18, 12).shape == (112, 168, 4)  # alpha kept, as the checkpoint
+    assert k3.resize_image(rgba, 150, 100, 18, 12).shape == (112, 168, 3)  # composited after the resize
+    with pytest.raises(AssertionError, match=exact("image must be a PIL Image")):
+        k3.resize_image(np.zeros((20, 20, 3), np.uint8), 10, 10, 0, 0)
+    with pytest.raises(ValueError):  # numpy's pad of a 2-D array, as in the checkpoint
+        k25.resize_image(noise(30, 30, "L", 0), 20, 20, 8, 8)
+
+
+# ---------------------------------------------------------------------------
+# messages: the checkpoint's in the HF surface, sglang's elsewhere
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["video", "audio", "video_chunk", "text"])
+def test_unsupported_media_type_k3(kind):
+    processor = kimi_k3_rs.KimiK3VisionProcessor(K3_CFG)
+    item = {"type": kind, kind: "x"}
+    for call in (lambda: processor.preprocess([item]), lambda: processor([noise(9, 9), item]),
+                 lambda: processor.media_tokens_calculator(item)):
+        with pytest.raises(ValueError, match=exact(f"Unsupported media type: {kind}")) as info:
+            call()
+        assert type(info.value) is ValueError
+    with pytest.raises(ValueError, match=exact(f"Unsupported type: {kind}")):
+        processor.get_resize_config(item)
+    # sglang's message stays in preprocess() and the deferred flow
+    sglang = f"Unsupported Kimi-K3 encoder media item: {item}"
+    with pytest.raises(ValueError, match=exact(sglang)):
+        kimi_k3_rs.preprocess([item], K3_CFG)
+    with pytest.raises(ValueError, match=exact(sglang)):
+        kimi_k3_rs.prepare_kimi_k3_encoder_inputs([item], processor)
+
+
+def test_unsupported_media_type_k25():
+    processor = kimi_k3_rs.KimiK3VisionProcessor(K25_CFG)
+    with pytest.raises(ValueError, match=exact("Unsupported media type: video")):
+        processor.preprocess([{"type": "video", "video": "clip.mp4"}])
+    with pytest.raises(ValueError, match=exact("Unsupported type: video")):
+        processor.get_resize_config({"type": "video", "video": "clip.mp4"})
+    chunk = {"type": "video_chunk", "video_chunk": [noise(64, 48)]}
+    assert processor.media_tokens_calculator(chunk) == 6  # a K2.5 chunk is taken (84x56 padded: 3x2)
+
+
+def test_bad_image_data_keeps_the_checkpoint_text():
+    processor = kimi_k3_rs.KimiK3VisionProcessor(K3_CFG)
+    for call in (lambda: processor.media_tokens_calculator({"type": "image", "image": 3.5}),
+                 lambda: processor.preprocess([{"type": "image", "image": 3.5}])):
+        with pytest.raises(ValueError, match=exact("Unsupported data type: <class 'float'>")):
+            call()
+
+
+# ---------------------------------------------------------------------------
+# from_dict / to_dict / to_json_string / repr
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("preset", ["k3", "k25"])
+def test_dict_round_trip(preset):
+    spec = PRESETS[preset]
+    name = "KimiK3VisionProcessor" if preset == "k3" else "KimiK25VisionProcessor"
+    processor = kimi_k3_rs.KimiK3VisionProcessor(spec)
+    assert processor.to_dict() == {"image_processor_type": name, "media_proc_cfg": spec}
+    text = processor.to_json_string()
+    assert text.endswith("\n") and json.loads(text) == processor.to_dict()
+    assert text == json.dumps(processor.to_dict(), indent=2, sort_keys=True) + "\n"
+    assert repr(processor) == f"{name}(media_proc_cfg={spec})"
+    checkpoint_file = {"auto_map": {"AutoImageProcessor": "kimi_k3_vision_processing.KimiK3VisionProcessor"},
+                       "processor_class": "KimiK3Processor", **processor.to_dict()}
+    again = kimi_k3_rs.KimiK3VisionProcessor.from_dict(checkpoint_file)
+    assert type(again) is kimi_k3_rs.KimiK3VisionProcessor and again.media_proc_cfg == spec
+    half = kimi_k3_rs.KimiK3VisionProcessor.from_dict({"media_proc_cfg": spec, "dtype": "float16"}, num_threads=2)
+    assert half.options.dtype == "float16" and half.options.num_threads == 2
+    for bad in ({"media_proc_cfg": spec, "do_resize": True}, {"media_proc_cfg": spec, "model_type": "kimi_k3"}):
+        with pytest.raises(TypeError, match="unexpected keyword arguments"):
+            kimi_k3_rs.KimiK3VisionProcessor.from_dict(bad)
+    with pytest.raises(TypeError, match="'size'"):
+        kimi_k3_rs.KimiK3VisionProcessor.from_dict({"media_proc_cfg": spec}, size=3)
+    with pytest.raises(ValueError, match="missing deferred-preprocessing config"):
+        kimi_k3_rs.KimiK3VisionProcessor.from_dict({})
+
+
+# ---------------------------------------------------------------------------
+# the class: lazy transformers import, BaseImageProcessor subclass
+# ---------------------------------------------------------------------------
+
+LAZY_SCRIPT = r"""
+import sys
+import kimi_k3_rs
+assert "transformers" not in sys.modules, "import kimi_k3_rs imported transformers"
+cls = kimi_k3_rs.KimiK3VisionProcessor
+print(cls.__module__, cls.__qualname__, [c.__name__ for c in cls.__mro__])
+print("transformers" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize("transformers", ["as installed", "blocked"])
+def test_import_is_lazy_and_the_class_follows_transformers(tmp_path, transformers):
+    env = dict(os.environ)
+    if transformers == "blocked":
+        shim = tmp_path / "shim" / "transformers"
+        shim.mkdir(parents=True)
+        (shim / "__init__.py").write_text('raise ImportError("transformers blocked by the test")\n')
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(shim.parent), env.get("PYTHONPATH")]))
+    proc = subprocess.run([sys.executable, "-c", LAZY_SCRIPT], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.split("\n")
+    if transformers == "as installed" and HAS_TRANSFORMERS:
+        assert lines[0].startswith("kimi_k3_rs KimiK3VisionProcessor") and "BaseImageProcessor" in lines[0]
+        assert lines[1] == "True"
+    else:
+        assert lines[0].startswith("kimi_k3_rs.hf KimiK3VisionProcessor") and "BaseImageProcessor" not in lines[0]
+
+
+def test_public_class_is_a_subclass_of_the_plain_one():
+    cls = kimi_k3_rs.KimiK3VisionProcessor
+    assert cls is kimi_k3_rs.KimiK3VisionProcessor  # resolved once
+    assert issubclass(cls, hf.KimiK3VisionProcessor)
+    assert "KimiK3VisionProcessor" in dir(kimi_k3_rs)
+    assert pickle.loads(pickle.dumps(cls)) is cls  # the class pickles by reference to kimi_k3_rs
+    if HAS_TRANSFORMERS:
+        assert issubclass(cls, BaseImageProcessor) and cls is not hf.KimiK3VisionProcessor
+        out = cls(K3_CFG).preprocess([noise(40, 30)], return_tensors="np")
+        assert type(out) is ImageBatchFeature and set(out.data) == {"pixel_values", "grid_thws"}
+    else:
+        assert cls is hf.KimiK3VisionProcessor
+
+
+# ---------------------------------------------------------------------------
+# the checkpoint's KimiK3Processor wrapper shape, through ProcessorMixin's constructor
+# ---------------------------------------------------------------------------
+
+
+def ckpt_ensure_media_type(media, transparent_bg_config, transparent_bg_fill_stage):
+    """K3 ``media_utils.py: ensure_media_type`` for PIL images (``_to_pil``)."""
+    if media["type"] != "image":
+        raise ValueError(f"Unsupported media type: {media['type']}")
+    if transparent_bg_fill_stage == "before_resize":
+        bg = transparent_bg_config
+        media["image"] = fill_transparent_bg_with(media["image"], None if bg is None else vars(bg) if not
+                                                  isinstance(bg, Mapping) else bg)
+    return media
+
+
+def checkpoint_processor_class():
+    """A local ``ProcessorMixin`` with the checkpoint's ``KimiK3Processor`` shape."""
+    from transformers.feature_extraction_utils import BatchFeature
+    from transformers.processing_utils import ProcessorMixin
+
+    class KimiK3Processor(ProcessorMixin):
+        attributes = ["image_processor", "tokenizer"]
+        valid_kwargs = ["chat_template"]
+        image_processor_class = "AutoImageProcessor"
+        tokenizer_class = "AutoTokenizer"
+
+        def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
+            super().__init__(image_processor, tokenizer, chat_template=chat_template)
+            self.media_processor = image_processor
+            self.image_placeholder = "<|kimi_image_placeholder|>"
+
+        def update_raw_text(self, text, image_prompts):
+            parts = text.split(self.image_placeholder)
+            assert len(parts) == len(image_prompts) + 1
+            return "".join(p + q for p, q in zip(parts, image_prompts)) + parts[-1]
+
+        def preprocess_medias(self, medias):
+            updated, prompts = [], []
+            for media in medias:
+                if media["type"] != "image":
+                    raise ValueError(f"unsupported media type: {media['type']}")
+                updated.append(media)
+                img = ckpt_ensure_media_type(
+                    media,
+                    transparent_bg_config=self.media_processor._transparent_bg_config,
+                    transparent_bg_fill_stage=self.media_processor._transparent_bg_fill_stage,
+                )["image"]
+                w, h = img.size
+                prompts.append(self.media_processor.make_image_prompt(w, h))
+            return updated, prompts
+
+        def __call__(self, messages=None, medias=None, text=None, return_tensors="pt", **kwargs):
+            updated, prompts = self.preprocess_medias(medias)
+            preprocessed = self.media_processor.preprocess(updated, return_tensors=return_tensors)
+            text = self.update_raw_text(text, prompts)
+            text_inputs = self.tokenizer(text, return_tensors=return_tensors)
+            return BatchFeature(data={**text_inputs, **preprocessed.data})
+
+    return KimiK3Processor
+
+
+def small_tokenizer():
+    """A word-level fast tokenizer built in memory (no files, no network)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"[UNK]": 0, "describe": 1, "and": 2}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]")
+
+
+@needs_transformers
+@pytest.mark.parametrize("preset", ["k3", "k3-before", "k25"])
+def test_checkpoint_wrapper_builds_and_matches_preprocess(preset, tmp_path):
+    media_proc_cfg = {"k3": K3_CFG, "k25": K25_CFG,
+                      "k3-before": cfg("kimi_k3", transparent_bg_fill_stage="before_resize")}[preset]
+    ours = kimi_k3_rs.KimiK3VisionProcessor(media_proc_cfg)
+    wrapper = checkpoint_processor_class()(image_processor=ours, tokenizer=small_tokenizer())
+    assert wrapper.image_processor is ours and wrapper.media_processor is ours
+    images = [noise(640, 480, "RGB", 1), alpha_pattern_rgba(900, 1300, 2), noise(3000, 200, "RGB", 3)]
+    text = "describe <|kimi_image_placeholder|> and <|kimi_image_placeholder|> and <|kimi_image_placeholder|>"
+    out = wrapper(medias=[{"type": "image", "image": im} for im in images], text=text, return_tensors="np")
+    want = kimi_k3_rs.preprocess(images, media_proc_cfg)
+    assert_bit_equal(out["pixel_values"], want["pixel_values"])
+    assert_bit_equal(out["grid_thws"], want["grid_thws"], "grid_thws")
+    assert out["input_ids"].shape[0] == 1 and {"input_ids", "attention_mask"} <= set(out.keys())
+    # the K3 prompt carries the original sizes
+    _, prompts = wrapper.preprocess_medias([{"type": "image", "image": im} for im in images])
+    assert prompts[1] == "<|media_begin|>image 900x1300<|media_content|><|media_pad|><|media_end|>"
+    with pytest.raises(ValueError, match=exact("unsupported media type: video")):
+        wrapper.preprocess_medias([{"type": "video", "video": "x"}])
+    # ProcessorMixin's repr and save_pretrained deep-copy and serialise their parts
+    assert f"{ours!r}" in repr(wrapper)
+    wrapper.save_pretrained(tmp_path)
+    saved = "".join(p.read_text() for p in tmp_path.iterdir() if p.name.endswith("processor_config.json"))
+    assert '"image_processor_type"' in saved and '"media_proc_cfg"' in saved
+    twin = copy.deepcopy(ours)
+    assert type(twin) is type(ours) and twin.media_proc_cfg == ours.media_proc_cfg and twin.config is ours.config
+    assert_bit_equal(twin.preprocess(images, return_tensors="np")["pixel_values"], want["pixel_values"])
+
+
+# ---------------------------------------------------------------------------
+# return_tensors: None gives torch when torch imports (a stand-in here)
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fake_torch(monkeypatch):
+    """A stand-in ``torch`` whose ``from_numpy`` wraps the array (tensors record their source)."""
+
+    class Tensor:
+        def __init__(self, array):
+            self.array = array
+
+        def view(self, dtype):
+            return Tensor(self.array) if dtype == "bfloat16" else self
+
+    torch = types.ModuleType("torch")
+    torch.from_numpy = Tensor
+    torch.bfloat16 = "bfloat16"
+    torch.Tensor = Tensor
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    monkeypatch.setattr(hf, "_TORCH", hf._UNSET)
+    return torch
+
+
+def test_return_tensors_none_gives_torch_when_it_imports(fake_torch):
+    processor = kimi_k3_rs.KimiK3VisionProcessor(K25_CFG)
+    images = [noise(50, 40)]
+    want = kimi_k3_rs.preprocess(images, K25_CFG)
+    for kwargs in ({}, {"return_tensors": None}, {"return_tensors": "pt"}):
+        out = processor.preprocess(images, **kwargs)
+        assert isinstance(out["pixel_values"], fake_torch.Tensor) and isinstance(out["grid_thws"], fake_torch.Tensor)
+        assert_bit_equal(out["pixel_values"].array, want["pixel_values"])
+    out = processor.preprocess(images, return_tensors="np")
+    assert isinstance(out["pixel_values"], np.ndarray)
+
+
+def test_return_tensors_none_gives_numpy_without_torch(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)
+    monkeypatch.setattr(hf, "_TORCH", hf._UNSET)
+    out = kimi_k3_rs.KimiK3VisionProcessor(K25_CFG).preprocess([noise(50, 40)])
+    assert isinstance(out["pixel_values"], np.ndarray) and out["grid_thws"].dtype == np.int64
+
+
+# ---------------------------------------------------------------------------
+# split_video_chunks (K2.5): mecord, or an error naming split_video_frames
+# ---------------------------------------------------------------------------
+
+
+def test_split_video_chunks_without_mecord(monkeypatch):
+    monkeypatch.setitem(sys.modules, "mecord", None)
+    with pytest.raises(ImportError, match="kimi_k3_rs.split_video_frames"):
+        kimi_k3_rs.KimiK3VisionProcessor(K25_CFG).split_video_chunks(b"not a video")
+
+
+def test_split_video_chunks_with_a_mecord_stand_in(monkeypatch):
+    calls = []
+
+    class VideoReader:
+        def __init__(self, src, **kwargs):
+            calls.append((src, kwargs))
+            self.num_frames, self.avg_fps, self.original_width, self.original_height = 75, 30.0, 64, 48
+
+        def __getitem__(self, indices):
+            return [np.full((48, 64, 3), i, np.uint8) for i in indices]
+
+    mecord = types.ModuleType("mecord")
+    mecord.VideoReader = VideoReader
+    monkeypatch.setitem(sys.modules, "mecord", mecord)
+    chunks = kimi_k3_rs.KimiK3VisionProcessor(K25_CFG).split_video_chunks(b"video bytes")
+    # video-spec section 3: 75 frames at 30 fps -> [0, 18, 37, 56], [74]
+    assert [[int(np.asarray(f)[0, 0, 0]) for f in c["video_chunk"]] for c in chunks] == [[0, 18, 37, 56], [74]]
+    assert [c["prompt"] for c in chunks] == [
+        "00:00:00.000<|media_begin|>video<|media_content|><|media_pad|><|media_end|>",
+        "00:00:02.466<|media_begin|>video<|media_content|><|media_pad|><|media_end|>",
+    ]
+    assert all(c["type"] == "video_chunk" and c["video_chunk"][0].mode == "RGB" for c in chunks)
+    assert calls[0] == (b"video bytes", {"auto_init": True, "num_threads": 1})
+    assert calls[1] == (b"video bytes", {"num_threads": 4, "frame_time_info": None, "key_indices": None})
+
+
+def test_timestamps():
+    assert hf._timestamp(36 / 30, "hh:mm:ss.fff") == "00:00:01.199"  # the float64 truncation (video-spec 4)
+    assert hf._timestamp(3725.5, "mm:ss.fff") == "02:05.500"
+    assert hf._timestamp(3725.5, "mm:ss") == "02:05"
+    with pytest.raises(ValueError, match=exact("Invalid timestamp mode: hh")):
+        hf._timestamp(1.0, "hh")
+
+
+# ---------------------------------------------------------------------------
+# from_pretrained of a Hub repo id, offline, from a pre-filled cache
+# ---------------------------------------------------------------------------
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def fill_hub_cache(cache, repo_id, preprocessor_config, commit=COMMIT):
+    """The huggingface_hub cache layout: models--owner--name/{refs/main, snapshots/<commit>/...}."""
+    folder = cache / ("models--" + repo_id.replace("/", "--"))
+    (folder / "refs").mkdir(parents=True, exist_ok=True)
+    (folder / "refs" / "main").write_text(commit)
+    snapshot = folder / "snapshots" / commit
+    snapshot.mkdir(parents=True, exist_ok=True)
+    (snapshot / "preprocessor_config.json").write_text(json.dumps(preprocessor_config))
+
+
+HUB_SCRIPT = r"""
+import sys
+import kimi_k3_rs
+p = kimi_k3_rs.KimiK3VisionProcessor.from_pretrained("moonshotai/Kimi-K3")
+q = kimi_k3_rs.KimiK3VisionProcessor.from_pretrained("moonshotai/Kimi-K3", revision=sys.argv[1])
+print(p.media_proc_cfg["in_patch_limit"], q.media_proc_cfg["in_patch_limit"])
+try:
+    kimi_k3_rs.KimiK3VisionProcessor.from_pretrained("moonshotai/not-cached")
+except Exception as exc:
+    print("missing:", type(exc).__name__, isinstance(exc, (OSError, ValueError)))
+"""
+
+
+def test_from_pretrained_repo_id_offline(tmp_path):
+    pytest.importorskip("huggingface_hub")
+    cache = tmp_path / "hub"
+    fill_hub_cache(cache, "moonshotai/Kimi-K3", {"media_proc_cfg": K3_CFG, "auto_map": {}})
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(cache), "HF_HOME": str(tmp_path / "home")}
+    proc = subprocess.run([sys.executable, "-c", HUB_SCRIPT, COMMIT], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "65536 65536"
+    assert lines[1].startswith("missing:") and lines[1].endswith("True")
+    # in process: cache_dir, local_files_only, revision, subfolder, options
+    fill_hub_cache(cache, "me/ckpt", {"media_proc_cfg": cfg("kimi_k25", in_patch_limit=999)})
+    processor = kimi_k3_rs.KimiK3VisionProcessor.from_pretrained(
+        "me/ckpt", revision=COMMIT, cache_dir=cache, local_files_only=True, dtype="float16")
+    assert processor.media_proc_cfg["in_patch_limit"] == 999 and processor.options.dtype == "float16"
+
+
+def test_from_pretrained_local_paths_are_not_repo_ids(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        kimi_k3_rs.KimiK3VisionProcessor.from_pretrained(tmp_path / "nowhere")
+    with pytest.raises(FileNotFoundError):
+        kimi_k3_rs.KimiK3VisionProcessor.from_pretrained(str(tmp_path / "nowhere"))
+    with pytest.raises(FileNotFoundError):
+        kimi_k3_rs.KimiK3VisionProcessor.from_pretrained("./nowhere/at/all")
+    (tmp_path / "ckpt" / "sub").mkdir(parents=True)
+    (tmp_path / "ckpt" / "sub" / "preprocessor_config.json").write_text(json.dumps({"media_proc_cfg": K25_CFG}))
+    assert kimi_k3_rs.KimiK3VisionProcessor.from_pretrained(tmp_path / "ckpt", subfolder="sub").model_type == "kimi_k25"
+    assert not hf._is_repo_id("/abs/path") and not hf._is_repo_id("a/b/c") and hf._is_repo_id("owner/name")
+
+
+def test_from_pretrained_repo_id_without_huggingface_hub(monkeypatch):
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)
+    with pytest.raises(FileNotFoundError, match="huggingface_hub"):
+        kimi_k3_rs.KimiK3VisionProcessor.from_pretrained("moonshotai/Kimi-K3")
+
+
+# ---------------------------------------------------------------------------
+# examples/vllm_processor.py (a vLLM-style wrapper around ours)
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("transformers", ["as installed", "blocked"])
+def test_vllm_example_runs(tmp_path, transformers):
+    env = dict(os.environ)
+    if transformers == "blocked":
+        shim = tmp_path / "shim" / "transformers"
+        shim.mkdir(parents=True)
+        (shim / "__init__.py").write_text('raise ImportError("transformers blocked by the test")\n')
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(shim.parent), env.get("PYTHONPATH")]))
+    proc = subprocess.run([sys.executable, str(REPO_DIR / "examples" / "vllm_processor.py")], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.rstrip().endswith("example: OK"), proc.stdout
+    is_base = transformers == "as installed" and HAS_TRANSFORMERS
+    assert f"a BaseImageProcessor: {is_base}" in proc.stdout
