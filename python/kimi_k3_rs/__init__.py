@@ -21,12 +21,18 @@ from ._native import __version__, build_profile, simd_path
 from .config import (
     MediaProcConfig,
     TransparentBgConfig,
+    VideoConfig,
     kimi_k3_media_proc_cfg,
     kimi_k25_media_proc_cfg,
     load_media_proc_cfg,
     resolve_pillow_compat,
 )
-from .deferred import KimiK3EncoderInputs, prepare_kimi_k3_encoder_inputs
+from .deferred import (
+    KimiK3EncoderInputs,
+    KimiK25EncoderInputs,
+    prepare_kimi_k3_encoder_inputs,
+    prepare_kimi_k25_encoder_inputs,
+)
 from .errors import ConfigError, ImageError, ImageTooLargeError, KimiK3Error
 
 if TYPE_CHECKING:  # resolved at run time by __getattr__ (no transformers import here)
@@ -34,6 +40,13 @@ if TYPE_CHECKING:  # resolved at run time by __getattr__ (no transformers import
 from .options import DEFAULT_MAX_IMAGE_PIXELS, NUM_THREADS_ENV
 from .processor import preprocess
 from .sizing import count_image_tokens, navit_resize_config
+from .video import (
+    VideoChunkPlan,
+    count_video_chunk_tokens,
+    split_video_frames,
+    split_video_plan,
+    timestamp_as_str,
+)
 
 __all__ = [
     "DEFAULT_MAX_IMAGE_PIXELS",
@@ -46,19 +59,27 @@ __all__ = [
     "KimiK3EncoderInputs",
     "KimiK3Error",
     "KimiK3VisionProcessor",
+    "KimiK25EncoderInputs",
     "MediaProcConfig",
     "TransparentBgConfig",
+    "VideoChunkPlan",
+    "VideoConfig",
     "__version__",
     "build_profile",
     "count_image_tokens",
+    "count_video_chunk_tokens",
     "kimi_k3_media_proc_cfg",
     "kimi_k25_media_proc_cfg",
     "load_media_proc_cfg",
     "navit_resize_config",
     "prepare_kimi_k3_encoder_inputs",
+    "prepare_kimi_k25_encoder_inputs",
     "preprocess",
     "resolve_pillow_compat",
     "simd_path",
+    "split_video_frames",
+    "split_video_plan",
+    "timestamp_as_str",
 ]
 
 _PRESETS = {

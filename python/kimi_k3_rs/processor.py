@@ -12,7 +12,7 @@ flow (:mod:`kimi_k3_rs.deferred`), options (:mod:`kimi_k3_rs.options`) and error
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -21,7 +21,10 @@ from .batch import _run
 from .config import MediaProcConfig
 from .deferred import KimiK3EncoderInputs, prepare_kimi_k3_encoder_inputs
 from .errors import ImageTooLargeError
-from .hf import PREPROCESSOR_CONFIG_NAME, KimiK3VisionProcessor
+from .hf import PREPROCESSOR_CONFIG_NAME
+
+if TYPE_CHECKING:  # resolved at run time by __getattr__ (no transformers import here)
+    from .hf import KimiK3VisionProcessor
 from .inputs import _as_list
 from .options import DEFAULT_MAX_IMAGE_PIXELS, NUM_THREADS_ENV, _Options
 from .sizing import count_image_tokens, navit_resize_config
@@ -167,3 +170,13 @@ def preprocess(
     opts = _Options.make(pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels)
     pixel_values, grid_thws = _run(_as_list(images), cfg, opts, out)
     return {"pixel_values": pixel_values, "grid_thws": grid_thws}
+
+
+def __getattr__(name: str) -> Any:
+    """``KimiK3VisionProcessor``: the class ``kimi_k3_rs.KimiK3VisionProcessor`` is (the
+    transformers subclass when transformers imports), looked up on first access."""
+    if name == "KimiK3VisionProcessor":
+        from .hf import _public_class
+
+        return _public_class()
+    raise AttributeError(f"module 'kimi_k3_rs.processor' has no attribute {name!r}")
