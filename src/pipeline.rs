@@ -250,6 +250,13 @@ impl BatchPlan {
         self.total_values() / (3 * self.patch_size * self.patch_size)
     }
 
+    /// `[n_patches, 3, ps, ps]`: the shape of the batch's `pixel_values`.
+    #[must_use]
+    pub fn shape(&self) -> [usize; 4] {
+        let ps = self.patch_size;
+        [self.total_patches(), 3, ps, ps]
+    }
+
     /// One `(t, gh, gw)` per item: `t` is 1 for an image, the frame count for a
     /// video chunk.
     #[must_use]
@@ -658,8 +665,23 @@ pub fn preprocess_into(
     out: Output<'_>,
 ) -> Result<Preprocessed, KimiError> {
     let plan = plan_batch(images, config)?;
-    let ps = plan.patch_size;
-    let shape = [plan.total_patches(), 3, ps, ps];
+    run_planned(images, plan, config, options, out)
+}
+
+/// [`preprocess_into`] for a batch already sized by [`plan_batch`] (for callers
+/// that allocate the output themselves once they know its shape,
+/// [`BatchPlan::shape`]): the pixel work only, the sizing is not done again.
+///
+/// # Errors
+/// As [`preprocess_into`], but for the sizing errors.
+pub fn run_planned(
+    images: &[ImageView<'_>],
+    plan: BatchPlan,
+    config: &MediaProcConfig,
+    options: &Options,
+    out: Output<'_>,
+) -> Result<Preprocessed, KimiError> {
+    let shape = plan.shape();
     let lut = NormalizeLut::new(config.image_mean(), config.image_std());
     let (compat, threads) = (options.compat(), options.threads());
     let bits16 = || match options.dtype() {

@@ -542,11 +542,11 @@ def test_split_video_chunks_with_a_mecord_stand_in(monkeypatch):
 
 
 def test_timestamps():
-    assert hf._timestamp(36 / 30, "hh:mm:ss.fff") == "00:00:01.199"  # the float64 truncation (video-spec 4)
-    assert hf._timestamp(3725.5, "mm:ss.fff") == "02:05.500"
-    assert hf._timestamp(3725.5, "mm:ss") == "02:05"
+    assert kimi_k3_rs.video.timestamp_as_str(36 / 30, "hh:mm:ss.fff") == "00:00:01.199"  # the float64 truncation (video-spec 4)
+    assert kimi_k3_rs.video.timestamp_as_str(3725.5, "mm:ss.fff") == "02:05.500"
+    assert kimi_k3_rs.video.timestamp_as_str(3725.5, "mm:ss") == "02:05"
     with pytest.raises(ValueError, match=exact("Invalid timestamp mode: hh")):
-        hf._timestamp(1.0, "hh")
+        kimi_k3_rs.video.timestamp_as_str(1.0, "hh")
 
 
 # ---------------------------------------------------------------------------

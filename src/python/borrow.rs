@@ -126,6 +126,31 @@ pub(crate) enum OutArray<'py> {
     Bits16(PyReadwriteArrayDyn<'py, u16>, String),
 }
 
+/// A new `numpy.empty` output of `shape` for `dtype` (float32, float16, or the
+/// uint16 bits of bfloat16).
+///
+/// # Errors
+/// `KimiError::Allocation` with numpy's reason when numpy cannot allocate it.
+pub(crate) fn new_output<'py>(
+    py: Python<'py>,
+    shape: [usize; 4],
+    dtype: OutputDtype,
+) -> PyResult<Bound<'py, PyAny>> {
+    let name = match dtype {
+        OutputDtype::Bfloat16 => "uint16",
+        other => other.name(),
+    };
+    py.import("numpy")?
+        .getattr("empty")?
+        .call1((shape.to_vec(), name))
+        .map_err(|e| {
+            to_py_err(KimiError::Allocation {
+                shape: format!("{shape:?}"),
+                reason: crate::error::abbreviate(&e.value(py).to_string()),
+            })
+        })
+}
+
 /// Borrow `out` for writing: a numpy array, native byte order, C-contiguous,
 /// aligned and writeable, of an element type `dtype` accepts.
 pub(crate) fn borrow_out<'py>(
