@@ -46,7 +46,7 @@ def _pyarrow() -> Any:
     """The ``pyarrow`` module, or the ImportError that says which extra to install."""
     try:
         import pyarrow
-        import pyarrow.compute  # noqa: F401  (pa.compute)
+        import pyarrow.compute
     except ImportError as exc:
         raise errors.missing_extra("kimi_k3_rs.arrow", "pyarrow", "arrow") from exc
     return pyarrow
@@ -120,7 +120,7 @@ def _cfg_dict(media_proc_cfg: Mapping[str, Any] | MediaProcConfig) -> dict[str, 
 def _message(exc: BaseException) -> str:
     """The message of one image's failure, without the batch index of a one-image call."""
     text = str(exc)
-    return text[len("image 0: ") :] if text.startswith("image 0: ") else text
+    return text.removeprefix("image 0: ")
 
 
 @dataclass
