@@ -165,17 +165,19 @@ def preprocess_dataset(
     if concurrency is None:
         cpus = _cluster_cpus(ray)
         concurrency = int(max(1, min(cpus, math.floor((cpus - 1) / num_cpus + 1e-9))))
+    remote: dict[str, Any] = dict(ray_remote_args or {})
+    kwargs: dict[str, Any] = {"column": column, **constructor, **options}
     size: dict[str, int] = {"size": concurrency} if isinstance(concurrency, int) else {"min_size": concurrency[0], "max_size": concurrency[1]}
     return ds.map_batches(
         KimiK3Preprocessor,
         fn_constructor_args=(cfg,),
-        fn_constructor_kwargs={"column": column, **constructor, **options},
+        fn_constructor_kwargs=kwargs,
         batch_size=batch_size,
         batch_format="pyarrow",
         compute=ray.data.ActorPoolStrategy(**size),
         num_cpus=num_cpus,
         zero_copy_batch=True,
-        **dict(ray_remote_args or {}),
+        **remote,
     )
 
 
