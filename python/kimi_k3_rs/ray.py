@@ -159,7 +159,7 @@ def preprocess_dataset(
             before anything runs; the job's tasks raise as :class:`KimiK3Preprocessor`.
     """
     ray = _ray()
-    constructor = {key: options.pop(key) for key in ("drop_column", "on_error") if key in options}
+    constructor: dict[str, Any] = {key: options.pop(key) for key in ("drop_column", "on_error") if key in options}
     options.setdefault("num_threads", max(1, round(num_cpus)))
     cfg = _check(media_proc_cfg, constructor.get("on_error", "raise"), options)[0]  # fail here, not on the workers
     if concurrency is None:
