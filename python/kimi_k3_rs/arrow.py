@@ -88,14 +88,14 @@ def arrow_schema(dtype: str = "float32", patch_size: int = 14, extra_fields: Ite
             raise errors.bad_column(f.name, "is one of the output columns")
     pixel_values = pa.field(
         "pixel_values",
-        pa.large_list(_value_type(pa, dtype)),
+        pa.large_list(pa.field("element", _value_type(pa, dtype), nullable=False)),
         metadata={DTYPE_KEY: dtype, PATCH_SIZE_KEY: str(int(patch_size))},
     )
     return pa.schema(
         [
             *extras,
             pixel_values,
-            pa.field("grid_thw", pa.list_(pa.int64(), 3)),
+            pa.field("grid_thw", pa.list_(pa.field("element", pa.int64(), nullable=False), 3)),
             pa.field("num_tokens", pa.int64()),
             pa.field("error", pa.string()),
         ]
