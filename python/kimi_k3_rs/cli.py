@@ -17,6 +17,7 @@ decoded as the checkpoint decodes them (Pillow, first frame, no EXIF rotation un
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import tempfile
@@ -266,13 +267,12 @@ def _ray_batches(paths: Sequence[str], cfg: dict[str, Any], options: dict[str, A
 
     ray = _ray()
     if not ray.is_initialized():
-        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+    logging.getLogger("ray.data").setLevel(logging.WARNING)
     ray.data.DataContext.get_current().execution_options.preserve_order = True
-    ray.data.DataContext.get_current().enable_progress_bars = False
     ds = ray.data.from_items([{"path": p} for p in paths])
     out = preprocess_dataset(ds, cfg, column="path", batch_size=batch_size, on_error="null", **options)
     t0 = time.perf_counter()
-    position = 0
     for table in out.iter_batches(batch_size=batch_size, batch_format="pyarrow"):
         ms = (time.perf_counter() - t0) * 1e3 / max(1, table.num_rows)
         t0 = time.perf_counter()
@@ -285,7 +285,6 @@ def _ray_batches(paths: Sequence[str], cfg: dict[str, Any], options: dict[str, A
             grid = table.column("grid_thw")[i].as_py()
             size, resize = sizing[i]
             done.append(_Done(path, message, size, resize, None if grid is None else tuple(grid), pixels[i], ms))
-        position += len(chunk)
         yield done, table
 
 
@@ -371,6 +370,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if use_ray:
             from .ray import _ray
 
+            if not (args.ray_address or os.environ.get("RAY_ADDRESS")):
+                # A new local cluster: its servers listen on the loopback interface only
+                # (read when Ray is imported; without it Ray binds the node's reachable IP).
+                os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
             _ray()
     except (ValueError, ImportError) as exc:
         print(f"kimi-k3-rs: {exc}", file=sys.stderr)
