@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -44,9 +45,9 @@ TESTS_DIR = Path(__file__).resolve().parent
 
 
 def _ray_env(home: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env.pop("RAY_ADDRESS", None)
-    env.pop("PYTHONWARNINGS", None)
+    # Nothing the session cluster's ray.init exported (RAY_AUTH_MODE=token would make a
+    # new cluster look for a token it has not made, RAY_ADDRESS would join the old one).
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_") and k not in ("PYTHONBREAKPOINT", "PYTHONWARNINGS")}
     env.update(RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_USAGE_STATS_ENABLED="0", HOME=home,
                PYTHONPATH=os.pathsep.join([str(TESTS_DIR), env.get("PYTHONPATH", "")]))
     return env
@@ -57,7 +58,7 @@ def ray_cluster():
     """A local 2-CPU cluster on 127.0.0.1, with a short temp folder (AF_UNIX paths are
     limited to 107 bytes) and HOME in a temporary folder; shut down at the end."""
     short = tempfile.mkdtemp(prefix="kr", dir="/tmp")
-    saved = {k: os.environ.get(k) for k in ("HOME", "RAY_ADDRESS")}
+    saved = dict(os.environ)  # ray.init exports RAY_AUTH_MODE, PYTHONBREAKPOINT: all restored
     os.environ["HOME"] = os.path.join(short, "home")
     os.makedirs(os.environ["HOME"])
     os.environ.pop("RAY_ADDRESS", None)
@@ -72,11 +73,8 @@ def ray_cluster():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
             ray.shutdown()
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        os.environ.clear()
+        os.environ.update(saved)
         shutil.rmtree(short, ignore_errors=True)
 
 
@@ -96,6 +94,14 @@ def images_folder(folder: Path, count: int = 20) -> list[Path]:
             noise(100 + 23 * i, 300 - 9 * i, "RGB", i).save(path, quality=90)
         paths.append(path)
     return paths
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1 (the GCS port of a second cluster: the default, 6379,
+    may be the session cluster's)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def listening_addresses(pids: set[int]) -> set[str]:
@@ -194,9 +200,9 @@ TWO_NODES = textwrap.dedent(
             node = ray.get_runtime_context().get_node_id()
             return out.append_column("node", pa.array([node] * out.num_rows, pa.string()))
 
-    temp, paths = sys.argv[1], sys.argv[2:]
+    temp, port, paths = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
     cluster = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 1, "node_ip_address": "127.0.0.1", "include_dashboard": False, "temp_dir": temp})
+        "num_cpus": 1, "node_ip_address": "127.0.0.1", "gcs_server_port": port, "include_dashboard": False, "temp_dir": temp})
     cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1")
     ray.init(address=cluster.address, log_to_driver=False)
     cluster.wait_for_nodes()
@@ -231,7 +237,7 @@ def test_two_nodes_spread(tmp_path):
     short = tempfile.mkdtemp(prefix="kr", dir="/tmp")
     try:
         os.makedirs(os.path.join(short, "home"))
-        proc = subprocess.run([sys.executable, "-c", TWO_NODES, os.path.join(short, "r"), *paths],
+        proc = subprocess.run([sys.executable, "-c", TWO_NODES, os.path.join(short, "r"), str(free_port()), *paths],
                               capture_output=True, text=True, timeout=220, env=_ray_env(os.path.join(short, "home")))
     finally:
         shutil.rmtree(short, ignore_errors=True)
