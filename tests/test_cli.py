@@ -232,3 +232,149 @@ def test_exif_transpose_option_and_other_modes(tmp_path, capsys):
         with np.load(out) as npz:
             assert_bit_equal(npz["pixel_values"], np.concatenate([r[0] for r in refs]))
             assert_bit_equal(npz["grid_thws"], np.concatenate([r[1] for r in refs]))
+
+
+# --- folders, batches, parquet, --output checks, progress bar ---------------------------
+
+
+@pytest.fixture()
+def tree(tmp_path):
+    """A folder with nested subfolders, mixed-case extensions, a non-image file, a bad
+    image, a symlink to a file outside and a symlinked folder (neither followed)."""
+    root = tmp_path / "photos"
+    (root / "b" / "deeper").mkdir(parents=True)
+    (root / "a").mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    noise(300, 200, "RGB", 1).save(root / "a" / "one.PNG")
+    noise(64, 500, "RGB", 2).save(root / "b" / "two.jpg")
+    alpha_pattern_rgba(120, 90, seed=5).save(root / "b" / "deeper" / "three.png")
+    noise(20, 20, "RGB", 3).save(root / "tiny.Png")  # 1 token
+    (root / "b" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\nthis is not a png")
+    (root / "notes.txt").write_text("not an image")
+    noise(50, 50, "RGB", 4).save(outside / "elsewhere.png")
+    (root / "link-out.png").symlink_to(outside / "elsewhere.png")
+    (root / "linked-folder").symlink_to(outside, target_is_directory=True)
+    (root / "a" / "link-in.png").symlink_to(root / "tiny.Png")
+    good = [root / "a" / "link-in.png", root / "a" / "one.PNG", root / "b" / "deeper" / "three.png",
+            root / "b" / "two.jpg", root / "tiny.Png"]
+    return {"root": root, "good": good, "bad": root / "b" / "broken.png"}
+
+
+def test_folder_recursive_sorted_with_a_bad_file(tree, tmp_path):
+    out = tmp_path / "tree.npz"
+    proc = run_cli(tree["root"], "--output", out, "--batch-size", "2", "--num-threads", "2")
+    assert proc.returncode == 1, proc.stderr
+    printed = lines(proc.stdout)
+    assert [line.split("\t")[0] for line in printed] == [str(p) for p in tree["good"]]
+    for line, path in zip(printed, tree["good"]):
+        assert_line_describes(line, path, K3_CFG)
+    errors = lines(proc.stderr)
+    assert len(errors) == 1 and errors[0].startswith(f"kimi-k3-rs: {tree['bad']}: "), proc.stderr
+    assert "image 0" not in errors[0] and "Traceback" not in proc.stderr
+    with np.load(out) as npz:
+        assert [str(p) for p in npz["paths"].tolist()] == [str(p) for p in tree["good"]]
+        want = kimi_k3_rs.preprocess([str(p) for p in tree["good"]], K3_CFG)
+        assert_bit_equal(npz["pixel_values"], want["pixel_values"])
+        assert_bit_equal(npz["grid_thws"], want["grid_thws"])
+    assert sorted(os.listdir(tmp_path)) == sorted(["outside", "photos", "tree.npz"])  # no temp file left
+
+
+def test_token_counts_singular_and_plural(tree):
+    proc = run_cli(tree["root"] / "tiny.Png", tree["root"] / "a" / "one.PNG")
+    assert proc.returncode == 0, proc.stderr
+    first, second = lines(proc.stdout)
+    assert "\t1 token\t" in first
+    assert "\t1 tokens" not in first and " tokens\t" in second
+
+
+def test_parquet_shards_read_back(tree, tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    dataset = pytest.importorskip("pyarrow.dataset")
+    from kimi_k3_rs.arrow import arrow_schema, pixel_values_from_arrow
+
+    out = tmp_path / "shards"
+    proc = run_cli(tree["root"], "--output", out, "--format", "parquet", "--shard-size", "2",
+                   "--batch-size", "3", "--dtype", "bfloat16")
+    assert proc.returncode == 1, proc.stderr
+    assert sorted(os.listdir(out)) == ["part-00000.parquet", "part-00001.parquet", "part-00002.parquet"]
+    table = dataset.dataset(out, format="parquet").to_table()
+    assert table.schema.equals(arrow_schema("bfloat16", 14, [pa.field("path", pa.string())]), check_metadata=True)
+    everything = sorted([*tree["good"], tree["bad"]], key=str)
+    assert table["path"].to_pylist() == [str(p) for p in everything]
+    errors = table["error"].to_pylist()
+    assert [e is not None for e in errors] == [p == tree["bad"] for p in everything]
+    pixels = [p for p in pixel_values_from_arrow(table) if p is not None]
+    want = kimi_k3_rs.preprocess([str(p) for p in tree["good"]], K3_CFG, dtype="bfloat16")["pixel_values"]
+    assert np.concatenate(pixels).view(np.uint16).tobytes() == want.view(np.uint16).tobytes()
+
+
+@pytest.mark.parametrize("case", ["no-suffix", "folder", "missing-parent", "parquet-not-empty", "parquet-file"])
+def test_bad_output_exits_2_before_reading(tree, tmp_path, case):
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("")
+    (tmp_path / "plain-file").write_text("")
+    target, fmt = {
+        "no-suffix": (tmp_path / "out_noext", "npz"),
+        "folder": (tmp_path / "full", "npz"),
+        "missing-parent": (tmp_path / "nowhere" / "x.npz", "npz"),
+        "parquet-not-empty": (tmp_path / "full", "parquet"),
+        "parquet-file": (tmp_path / "plain-file", "parquet"),
+    }[case]
+    before = sorted(os.listdir(tmp_path))
+    proc = run_cli(tree["root"], "--output", target, "--format", fmt)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == ""  # nothing was read
+    (line,) = lines(proc.stderr)
+    assert line.startswith(f"kimi-k3-rs: --output {target}: "), line
+    assert sorted(os.listdir(tmp_path)) == before  # nothing written, no out_noext.npz
+    assert sorted(os.listdir(tmp_path / "full")) == ["x"]
+
+
+def test_npz_written_exactly_at_its_name_and_replaced(tmp_path):
+    out = tmp_path / "again.npz"
+    out.write_bytes(b"old")
+    proc = run_cli("--output", out)
+    assert proc.returncode == 0, proc.stderr
+    with np.load(out) as npz:
+        assert npz["grid_thws"].tolist() == [[1, 32, 46]]
+    assert os.listdir(tmp_path) == ["again.npz"]
+
+
+def test_progress_bar_only_on_a_terminal(tree):
+    """Piped stderr: no bar (empty stderr on success). A terminal: tqdm's bar on stderr."""
+    pytest.importorskip("tqdm")
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    good = [str(p) for p in tree["good"]]
+    proc = run_cli(*good)
+    assert proc.returncode == 0 and proc.stderr == ""
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # a 100-column terminal
+    try:
+        env = dict(os.environ)
+        env.pop("PYTHONWARNINGS", None)
+        done = subprocess.run([sys.executable, "-m", "kimi_k3_rs", "preprocess", *good], stdout=subprocess.PIPE,
+                              stderr=follower, timeout=300, env=env)
+        os.close(follower)
+        follower = -1
+        chunks = []
+        while True:
+            try:
+                data = os.read(leader, 65536)
+            except OSError:
+                break
+            if not data:
+                break
+            chunks.append(data)
+    finally:
+        if follower != -1:
+            os.close(follower)
+        os.close(leader)
+    bar = b"".join(chunks).decode(errors="replace")
+    assert done.returncode == 0
+    assert f"{len(good)}/{len(good)}" in bar and "image" in bar, bar
+    assert len(lines(done.stdout.decode())) == len(good)

@@ -1,30 +1,47 @@
-"""The ``kimi-k3-rs`` command line: preprocess image files, print one line per image.
+"""The ``kimi-k3-rs`` command line: preprocess image files and folders, print one line per image.
 
 ``kimi-k3-rs preprocess [PATH ...] [--preset kimi-k3|kimi-k2.5 | --config FILE_OR_FOLDER]
-[--pillow-compat auto|12|13] [--exif-transpose] [--output out.npz]``
+[--pillow-compat auto|12|13] [--exif-transpose] [--dtype float32|bfloat16|float16]
+[--batch-size 16] [--num-threads N] [--output OUT.npz | --output DIR --format parquet
+[--shard-size 1000]] [--ray [--ray-address ADDRESS]]``
 
 With no path it runs on the photograph shipped in the package (``data/rocket.jpg``,
-NASA, public domain). A file that cannot be read gets a one-line error on stderr, the
-others are still processed (and written), and the exit status is 1. Files are decoded
-as the checkpoint decodes them (Pillow, first frame, no EXIF rotation unless
+NASA, public domain). A folder stands for the image files under it, recursively
+(extensions Pillow reads, case-insensitive, sorted; symlinks leading out of the folder
+are not followed). A file that cannot be read gets a one-line error on stderr naming
+it, the others are still processed (and written), and the exit status is 1. Files are
+decoded as the checkpoint decodes them (Pillow, first frame, no EXIF rotation unless
 ``--exif-transpose`` is given; the printed size then follows the orientation).
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import sys
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
+from PIL import Image
 
+from . import errors
 from ._native import __version__
+from .arrow import (
+    _STORAGE,
+    _check,
+    _compute_rows,
+    _pyarrow,
+    _Rows,
+    _to_table,
+    arrow_schema,
+)
 from .config import kimi_k3_media_proc_cfg, kimi_k25_media_proc_cfg, load_media_proc_cfg
-from .deferred import prepare_kimi_k3_encoder_inputs
-from .hf import KimiK3VisionProcessor
 
 _PRESETS = {"kimi-k3": kimi_k3_media_proc_cfg, "kimi-k2.5": kimi_k25_media_proc_cfg}
 
@@ -34,12 +51,52 @@ def default_image_path() -> str:
     return str(resources.files("kimi_k3_rs") / "data" / "rocket.jpg")
 
 
+def image_extensions() -> frozenset[str]:
+    """The lower-case file extensions (with the dot) of the formats the installed Pillow
+    opens (``PIL.Image.registered_extensions()``), e.g. ``".jpg"``, ``".png"``."""
+    return frozenset(ext.lower() for ext, fmt in Image.registered_extensions().items() if fmt in Image.OPEN)
+
+
+def find_images(path: str) -> list[str]:
+    """The image files a ``PATH`` argument stands for.
+
+    A folder gives the files under it, recursively, whose extension (case-insensitive)
+    is one of :func:`image_extensions`, sorted by path; symlinked folders are not
+    entered and a symlinked file is kept only when it resolves inside the folder. Any
+    other path (a file, or a missing one) is returned as it is.
+    """
+    if not os.path.isdir(path):
+        return [path]
+    root = os.path.realpath(path)
+    extensions = image_extensions()
+    found: list[str] = []
+    for folder, _dirs, names in os.walk(path, followlinks=False):
+        for name in names:
+            full = os.path.join(folder, name)
+            if os.path.splitext(name)[1].lower() not in extensions:
+                continue
+            if os.path.islink(full) and os.path.commonpath([root, os.path.realpath(full)]) != root:
+                continue
+            found.append(full)
+    return sorted(found)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {errors.abbreviate(text)}")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kimi-k3-rs", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="kimi-k3-rs", description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--version", action="version", version=f"kimi-k3-rs {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("preprocess", help="preprocess image files like the Kimi-K3 / K2.5 checkpoint")
-    p.add_argument("paths", nargs="*", metavar="PATH", help="image files (default: the embedded photo)")
+    p.add_argument("paths", nargs="*", metavar="PATH", help="image files or folders (default: the embedded photo)")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--preset", choices=sorted(_PRESETS), default="kimi-k3", help="published config (default kimi-k3)")
     group.add_argument("--config", metavar="FILE_OR_FOLDER", help="preprocessor_config.json or a checkpoint folder")
@@ -49,61 +106,305 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="apply the EXIF orientation before preprocessing (the checkpoint does not)",
     )
-    p.add_argument("--output", metavar="OUT.npz", help="write pixel_values, grid_thws and paths to this .npz")
+    p.add_argument("--dtype", choices=sorted(_STORAGE), default="float32", help="pixel_values dtype (default float32)")
+    p.add_argument(
+        "--output",
+        metavar="OUT.npz|DIR",
+        help="npz: this file (its name must end in .npz); parquet: this folder (new or empty)",
+    )
+    p.add_argument("--format", choices=["npz", "parquet"], default="npz", help="what --output writes (default npz)")
+    p.add_argument("--shard-size", type=_positive, default=1000, metavar="N", help="images per parquet file (default 1000)")
+    p.add_argument("--batch-size", type=_positive, default=16, metavar="N", help="images per native call (default 16)")
+    p.add_argument("--num-threads", type=_positive, default=None, metavar="N", help="threads of each call (default 1)")
+    p.add_argument("--ray", action="store_true", help="run the job on Ray Data (a local cluster unless --ray-address)")
+    p.add_argument(
+        "--ray-address",
+        metavar="ADDRESS",
+        default=None,
+        help="an existing Ray cluster (default: $RAY_ADDRESS, else a new local one); implies --ray",
+    )
     return parser
+
+
+def _check_output(output: str, fmt: str) -> None:
+    """Refuse an ``--output`` that cannot be written, before any image is read.
+
+    Raises:
+        ValueError: npz: the name does not end in ``.npz``, it is a folder, or its
+            folder does not exist; parquet: it exists and is not an empty folder, or
+            its parent folder does not exist.
+    """
+    parent = os.path.dirname(os.path.abspath(output))
+    if not os.path.isdir(parent):
+        raise errors.bad_output(output, f"folder {parent} does not exist")
+    if fmt == "npz":
+        if not output.endswith(".npz"):
+            raise errors.bad_output(output, "an npz file name must end in .npz")
+        if os.path.isdir(output):
+            raise errors.bad_output(output, "is a folder")
+    elif os.path.exists(output) and (not os.path.isdir(output) or os.listdir(output)):
+        raise errors.bad_output(output, "must be a new or an empty folder for --format parquet")
+
+
+@dataclass
+class _Done:
+    """One processed image: what its line prints and what the output keeps."""
+
+    path: str
+    message: str | None
+    size: tuple[int, int] | None
+    resize: dict[str, int] | None
+    grid: tuple[int, ...] | None
+    pixels: np.ndarray | None
+    ms: float
+
+
+class _NpzSink:
+    """Collects the good images, then writes one ``.npz`` atomically (temp file + ``os.replace``)."""
+
+    def __init__(self, path: str, ps: int, dtype: str) -> None:
+        self.path, self.ps, self.dtype = path, ps, dtype
+        self.pixels: list[np.ndarray] = []
+        self.grids: list[tuple[int, ...]] = []
+        self.paths: list[str] = []
+
+    def add(self, done: Sequence[_Done], table: Any) -> None:
+        for d in done:
+            if d.pixels is not None and d.grid is not None:
+                self.pixels.append(d.pixels)
+                self.grids.append(d.grid)
+                self.paths.append(d.path)
+
+    def close(self) -> None:
+        storage = _STORAGE[self.dtype]
+        pixel_values = np.concatenate(self.pixels) if self.pixels else np.zeros((0, 3, self.ps, self.ps), storage)
+        grid_thws = np.array(self.grids, np.int64).reshape(-1, 3)
+        folder = os.path.dirname(os.path.abspath(self.path))
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".kimi-k3-rs-", suffix=".npz.tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                np.savez(f, pixel_values=pixel_values, grid_thws=grid_thws, paths=np.array(self.paths, dtype=str))
+            os.replace(tmp, self.path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+
+
+class _ParquetSink:
+    """Writes shards ``part-00000.parquet``, ... of ``shard_size`` rows (failed images
+    included, with their ``error``), each written to a hidden temp name and renamed."""
+
+    def __init__(self, folder: str, shard_size: int) -> None:
+        self.folder, self.shard_size = folder, shard_size
+        self.tables: list[Any] = []
+        self.rows = 0
+        self.shards = 0
+        os.makedirs(folder, exist_ok=True)
+
+    def add(self, done: Sequence[_Done], table: Any) -> None:
+        self.tables.append(table)
+        self.rows += table.num_rows
+        while self.rows >= self.shard_size:
+            self._write(self.shard_size)
+
+    def _write(self, rows: int) -> None:
+        pa = _pyarrow()
+        import pyarrow.parquet as pq
+
+        table = pa.concat_tables(self.tables)
+        shard, rest = table.slice(0, rows), table.slice(rows)
+        name = os.path.join(self.folder, f"part-{self.shards:05d}.parquet")
+        tmp = os.path.join(self.folder, f".part-{self.shards:05d}.parquet.tmp")
+        pq.write_table(shard, tmp)
+        os.replace(tmp, name)
+        self.shards += 1
+        self.tables, self.rows = ([rest] if rest.num_rows else []), rest.num_rows
+
+    def close(self) -> None:
+        if self.rows or not self.shards:
+            self._write(self.rows)
+
+
+def _local_batches(paths: Sequence[str], cfg: dict[str, Any], options: dict[str, Any], batch_size: int,
+                   parquet: bool, ps: int) -> Iterator[tuple[list[_Done], Any]]:
+    """Each batch of ``paths`` in one native call (image by image where one fails)."""
+    schema = None
+    for start in range(0, len(paths), batch_size):
+        chunk = list(paths[start : start + batch_size])
+        t0 = time.perf_counter()
+        rows = _compute_rows(chunk, cfg, options, "null")
+        ms = (time.perf_counter() - t0) * 1e3 / len(chunk)
+        table = None
+        if parquet:
+            pa = _pyarrow()
+            schema = schema or arrow_schema(options["dtype"], ps, [pa.field("path", pa.string())])
+            table = _to_table(pa, rows, schema, [pa.array(chunk, pa.string())], ps)
+        yield _done_of(chunk, rows, ps, ms), table
+
+
+def _done_of(chunk: Sequence[str], rows: _Rows, ps: int, ms: float) -> list[_Done]:
+    offsets = rows.offsets(1) // 3
+    flat = rows.flat.reshape(-1, 3, ps, ps)
+    return [
+        _Done(
+            path=path,
+            message=rows.messages[i],
+            size=rows.sizes[i],
+            resize=rows.resizes[i],
+            grid=None if rows.grids[i] is None else tuple(int(v) for v in rows.grids[i]),
+            pixels=None if rows.messages[i] is not None else flat[offsets[i] : offsets[i + 1]],
+            ms=ms,
+        )
+        for i, path in enumerate(chunk)
+    ]
+
+
+def _ray_batches(paths: Sequence[str], cfg: dict[str, Any], options: dict[str, Any], batch_size: int,
+                 address: str | None, ps: int) -> Iterator[tuple[list[_Done], Any]]:
+    """The same job through :func:`kimi_k3_rs.ray.preprocess_dataset` (order kept)."""
+    from .arrow import pixel_values_from_arrow
+    from .ray import _ray, preprocess_dataset
+
+    ray = _ray()
+    if not ray.is_initialized():
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+    logging.getLogger("ray.data").setLevel(logging.WARNING)
+    ray.data.DataContext.get_current().execution_options.preserve_order = True
+    ds = ray.data.from_items([{"path": p} for p in paths])
+    out = preprocess_dataset(ds, cfg, column="path", batch_size=batch_size, on_error="null", **options)
+    t0 = time.perf_counter()
+    for table in out.iter_batches(batch_size=batch_size, batch_format="pyarrow"):
+        ms = (time.perf_counter() - t0) * 1e3 / max(1, table.num_rows)
+        t0 = time.perf_counter()
+        pixels = pixel_values_from_arrow(table)
+        chunk = table.column("path").to_pylist()
+        sizing = _compute_sizing(chunk, cfg, options)
+        done = []
+        for i, path in enumerate(chunk):
+            message = table.column("error")[i].as_py()
+            grid = table.column("grid_thw")[i].as_py()
+            size, resize = sizing[i]
+            done.append(_Done(path, message, size, resize, None if grid is None else tuple(grid), pixels[i], ms))
+        yield done, table
+
+
+def _compute_sizing(chunk: Sequence[str], cfg: dict[str, Any], options: dict[str, Any]) -> list[tuple[Any, Any]]:
+    """(original size, sizing dict) of each path, read from the headers (None where unreadable)."""
+    from .deferred import prepare_kimi_k3_encoder_inputs
+
+    sizing_options = {k: v for k, v in options.items() if k in ("exif_transpose", "pillow_compat")}
+    result: list[tuple[Any, Any]] = []
+    for path in chunk:
+        try:
+            enc = prepare_kimi_k3_encoder_inputs([path], cfg, **sizing_options)
+        except (ValueError, OSError):
+            result.append((None, None))
+            continue
+        w, h = enc.original_image_sizes[0]
+        result.append(((w, h), enc.resize_configs[0]))
+    return result
+
+
+def _line(d: _Done) -> str:
+    assert d.grid is not None
+    t, h, w = d.grid
+    head = f"{d.path}"
+    if d.size is not None and d.resize is not None:
+        r = d.resize
+        head += (
+            f"\t{d.size[0]}x{d.size[1]} -> {r['new_width']}x{r['new_height']}"
+            f" (padded {r['new_width'] + r['pad_width']}x{r['new_height'] + r['pad_height']})"
+        )
+    tokens = d.resize["num_tokens"] if d.resize is not None else None
+    tail = "" if tokens is None else f"\t{tokens} token{'' if tokens == 1 else 's'}"
+    return f"{head}\tgrid {t}x{h}x{w}{tail}\t{d.ms:.1f} ms"
+
+
+def _printer(total: int) -> tuple[Callable[[str, bool], None], Callable[[int], None], Callable[[], None]]:
+    """(write a line to stdout or stderr, advance the bar, close): a tqdm bar on stderr
+    when stderr is a terminal, plain flushed lines otherwise."""
+    if sys.stderr.isatty():
+        from tqdm import tqdm
+
+        bar = tqdm(total=total, file=sys.stderr, unit="image", dynamic_ncols=True)
+
+        def write(text: str, error: bool) -> None:
+            bar.write(text, file=sys.stderr if error else sys.stdout)
+
+        return write, bar.update, bar.close
+
+    def plain(text: str, error: bool) -> None:
+        print(text, file=sys.stderr if error else sys.stdout, flush=True)
+
+    return plain, lambda n: None, lambda: None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status.
 
     0 when every image was processed; 1 when an image could not be read (the others
-    are still processed and written) or the ``.npz`` could not be written; 2 for a bad
-    config (missing file, no ``media_proc_cfg``, bad values). Every error is one line
-    on stderr, ``kimi-k3-rs: <what>: <why>``.
+    are still processed and written) or the output could not be written; 2 for bad
+    arguments: a bad config (missing file, no ``media_proc_cfg``, bad values) or an
+    ``--output`` that cannot be written (checked before any image is read). Every error
+    is one line on stderr, ``kimi-k3-rs: <what>: <why>``, naming the file.
     """
     args = _parser().parse_args(argv)
     try:
         media_proc_cfg: Any = load_media_proc_cfg(args.config) if args.config else _PRESETS[args.preset]()
-        processor = KimiK3VisionProcessor(
-            media_proc_cfg, pillow_compat=args.pillow_compat, exif_transpose=args.exif_transpose
-        )
+        options: dict[str, Any] = {
+            "pillow_compat": args.pillow_compat,
+            "exif_transpose": args.exif_transpose,
+            "dtype": args.dtype,
+            "num_threads": args.num_threads,
+        }
+        cfg, ps, _ = _check(media_proc_cfg, "null", options)
     except (OSError, ValueError, TypeError) as exc:
         print(f"kimi-k3-rs: config {args.config or args.preset}: {exc}", file=sys.stderr)
         return 2
-    paths = args.paths or [default_image_path()]
-    status = 0
-    done_paths: list[str] = []
-    pixel_values: list[np.ndarray] = []
-    grid_thws: list[np.ndarray] = []
-    for path in paths:
-        start = time.perf_counter()
-        try:
-            encoder_inputs = prepare_kimi_k3_encoder_inputs([path], processor)
-            (features,) = encoder_inputs.materialize()
-        except (OSError, ValueError) as exc:
-            print(f"kimi-k3-rs: {path}: {exc}", file=sys.stderr)
-            status = 1
-            continue
-        ms = (time.perf_counter() - start) * 1e3
-        (width, height), r = encoder_inputs.original_image_sizes[0], encoder_inputs.resize_configs[0]
-        t, h, w = (int(v) for v in encoder_inputs.grid_thws[0])
-        print(
-            f"{path}\t{width}x{height} -> {r['new_width']}x{r['new_height']}"
-            f" (padded {r['new_width'] + r['pad_width']}x{r['new_height'] + r['pad_height']})"
-            f"\tgrid {t}x{h}x{w}\t{r['num_tokens']} tokens\t{ms:.1f} ms"
-        )
-        done_paths.append(path)
-        pixel_values.append(features)
-        grid_thws.append(encoder_inputs.grid_thws)
+    use_ray = args.ray or args.ray_address is not None
+    try:
+        if args.output:
+            _check_output(args.output, args.format)
+        if args.format == "parquet" or use_ray:
+            _pyarrow()
+        if use_ray:
+            from .ray import _ray
+
+            if not (args.ray_address or os.environ.get("RAY_ADDRESS")):
+                # A new local cluster: its servers listen on the loopback interface only
+                # (read when Ray is imported; without it Ray binds the node's reachable IP).
+                os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+            _ray()
+    except (ValueError, ImportError) as exc:
+        print(f"kimi-k3-rs: {exc}", file=sys.stderr)
+        return 2
+    paths = [found for path in (args.paths or [default_image_path()]) for found in find_images(path)]
+    sink: _NpzSink | _ParquetSink | None = None
     if args.output:
-        ps = processor.config.patch_size
+        sink = _NpzSink(args.output, ps, args.dtype) if args.format == "npz" else _ParquetSink(args.output, args.shard_size)
+    if use_ray:
+        address = args.ray_address or os.environ.get("RAY_ADDRESS") or None
+        batches = _ray_batches(paths, cfg, options, args.batch_size, address, ps)
+    else:
+        batches = _local_batches(paths, cfg, options, args.batch_size, args.format == "parquet" and bool(args.output), ps)
+    write, advance, close = _printer(len(paths))
+    status = 0
+    try:
+        for done, table in batches:
+            for d in done:
+                if d.message is not None:
+                    write(f"kimi-k3-rs: {d.path}: {d.message}", True)
+                    status = 1
+                else:
+                    write(_line(d), False)
+            advance(len(done))
+            if sink is not None:
+                sink.add(done, table)
+    finally:
+        close()
+    if sink is not None:
         try:
-            np.savez(
-                args.output,
-                pixel_values=np.concatenate(pixel_values) if pixel_values else np.zeros((0, 3, ps, ps), np.float32),
-                grid_thws=np.concatenate(grid_thws) if grid_thws else np.zeros((0, 3), np.int64),
-                paths=np.array(done_paths, dtype=str),
-            )
+            sink.close()
         except OSError as exc:
             print(f"kimi-k3-rs: {args.output}: {exc}", file=sys.stderr)
             return 1

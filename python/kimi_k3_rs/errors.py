@@ -285,3 +285,40 @@ def not_found_and_no_hub(path: str) -> FileNotFoundError:
         f"{abbreviate(path)} is not a file or folder, and huggingface_hub (which resolves Hub repo ids) "
         "is not installed; pip install 'kimi_k3_rs[hf]'"
     )
+
+
+# --- ours: datasets (kimi_k3_rs.arrow, kimi_k3_rs.ray) and the command line -------------
+
+
+def missing_extra(module: str, package: str, extra: str) -> ImportError:
+    """An optional dependency (``pyarrow``, ``ray``) that ``module`` needs is not installed."""
+    return ImportError(
+        f"{module} needs {package}, which is not installed; install it with pip install 'kimi_k3_rs[{extra}]'"
+    )
+
+
+def bad_on_error(value: Any) -> ValueError:
+    """``on_error`` is not ``"raise"`` or ``"null"``."""
+    return ValueError(f"on_error must be 'raise' or 'null', got {abbreviate(value)}")
+
+
+def bad_column(name: str, why: str) -> ValueError:
+    """A pass-through or input column that cannot be used (``why`` says what is wrong)."""
+    return ValueError(f"column {abbreviate(name)}: {why}")
+
+
+def not_arrow(value: Any) -> TypeError:
+    """``pixel_values_from_arrow`` given something that is not an Arrow table, batch or array."""
+    return TypeError(
+        f"expected a pyarrow Table, RecordBatch, Array or ChunkedArray, got {abbreviate(type(value).__name__, quote=False)}"
+    )
+
+
+def unknown_layout(what: str) -> ValueError:
+    """``pixel_values_from_arrow`` cannot tell the dtype or the patch size of a column."""
+    return ValueError(f"cannot tell the {what} of the pixel_values column; pass {what.replace(' ', '_')}=")
+
+
+def bad_output(path: str, why: str) -> ValueError:
+    """``--output`` of the command line cannot be written (``why`` says what is wrong)."""
+    return ValueError(f"--output {abbreviate(path, quote=False)}: {why}")
