@@ -29,7 +29,7 @@ import pytest
 from PIL import Image
 
 import kimi_k3_rs
-from kimi_k3_rs import hf
+from kimi_k3_rs import hf, hf_outputs
 from helpers import K3_CFG, K25_CFG, REPO_DIR, alpha_pattern_rgba, assert_bit_equal, cfg, exact, mode_image, noise
 from reference import fill_transparent_bg_with, navit_resize_image
 
@@ -481,7 +481,7 @@ def fake_torch(monkeypatch):
     torch.bfloat16 = "bfloat16"
     torch.Tensor = Tensor
     monkeypatch.setitem(sys.modules, "torch", torch)
-    monkeypatch.setattr(hf, "_TORCH", hf._UNSET)
+    monkeypatch.setattr(hf_outputs, "_TORCH", hf_outputs._UNSET)
     return torch
 
 
@@ -499,7 +499,7 @@ def test_return_tensors_none_gives_torch_when_it_imports(fake_torch):
 
 def test_return_tensors_none_gives_numpy_without_torch(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)
-    monkeypatch.setattr(hf, "_TORCH", hf._UNSET)
+    monkeypatch.setattr(hf_outputs, "_TORCH", hf_outputs._UNSET)
     out = kimi_k3_rs.KimiK3VisionProcessor(K25_CFG).preprocess([noise(50, 40)])
     assert isinstance(out["pixel_values"], np.ndarray) and out["grid_thws"].dtype == np.int64
 

@@ -66,7 +66,7 @@ def small_medias():
 
 def forget_transformers_lookup(monkeypatch):
     """The package looks for transformers once per process; make it look again (restored after)."""
-    monkeypatch.setattr(kimi_k3_rs.hf, "_BATCH_FEATURE", kimi_k3_rs.hf._UNSET)
+    monkeypatch.setattr(kimi_k3_rs.hf_outputs, "_BATCH_FEATURE", kimi_k3_rs.hf_outputs._UNSET)
 
 
 @pytest.fixture

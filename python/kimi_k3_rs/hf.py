@@ -16,19 +16,16 @@ and of ``transformers.image_processing_utils.BaseImageProcessor``, built on firs
 
 One class serves both checkpoints; which one it acts as (its *flavour*) follows the
 config: K2.5 when ``media_proc_cfg`` has every key K2.5's chunk sizing reads and no
-background key, else K3 (:func:`_flavour`). The flavour decides what the checkpoint
+background key, else K3 (:func:`kimi_k3_rs.hf_video._flavour`). The flavour decides what the checkpoint
 decides per class: whether ``video_chunk`` media are taken, and the names in ``repr``
 and ``to_dict``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import importlib
 import json
 import os
-import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -37,204 +34,27 @@ from PIL import Image
 
 from . import _native, errors
 from .batch import _run
-from .config import MediaProcConfig, TransparentBgConfig, load_media_proc_cfg
+from .config import MediaProcConfig, TransparentBgConfig
 from .decoding import _header_size
+from .hf_outputs import _batch_feature, _to_tensors
+from .hf_resize import _resize_and_pad
+from .hf_video import _chunk_resize_config, _flavour, _split_video_chunks
+from .hub import (
+    PREPROCESSOR_CONFIG_NAME,
+    _is_repo_id,  # noqa: F401 (still reachable as kimi_k3_rs.hf._is_repo_id)
+    _jsonable,
+    _load_pretrained_cfg,
+    _split_config_dict,
+    _write_config,
+)
 from .inputs import _as_list
-from .modes import _delegated_resize_order_check, _resize_in_mode
 from .options import _UNSET, DEFAULT_MAX_IMAGE_PIXELS, _Options
 from .sizing import _resize_dict
-from .video import split_video_plan
 
 __all__ = ["PREPROCESSOR_CONFIG_NAME", "KimiK3VisionProcessor"]
 
-#: File name of a checkpoint's image-processor config (read by ``from_pretrained``,
-#: written by ``save_pretrained``).
-PREPROCESSOR_CONFIG_NAME = "preprocessor_config.json"
-
-#: The ``media_proc_cfg`` keys K2.5's ``get_resize_config`` reads for a ``video_chunk``
-#: (with ``[]``, so a config without them cannot size chunks there).
-_K25_CHUNK_KEYS = ("sample_fps", "max_num_frames_each_video", "in_patch_limit_each_frame", "in_patch_limit_video")
-
-#: The keys only K3's processor reads.
-_K3_KEYS = ("transparent_bg_config", "transparent_bg_fill_stage")
-
 #: Per flavour: the checkpoint's class name and ``model_type``.
 _CHECKPOINT_CLASSES = {"kimi_k3": "KimiK3VisionProcessor", "kimi_k25": "KimiK25VisionProcessor"}
-
-#: Top-level keys of a ``preprocessor_config.json`` that ``from_dict`` accepts and ignores
-#: (transformers' bookkeeping; the checkpoint's ``from_dict`` hands them to
-#: ``BaseImageProcessor``, which stores them as attributes).
-_IGNORED_CONFIG_KEYS = frozenset({"image_processor_type", "auto_map", "processor_class"})
-
-#: The keyword options of the constructor, which ``from_dict`` also takes.
-_OPTION_NAMES = frozenset({"pillow_compat", "exif_transpose", "dtype", "num_threads", "max_image_pixels"})
-
-
-def _flavour(media_proc_cfg: Mapping[str, Any]) -> str:
-    """``"kimi_k25"`` when the config has every key of K2.5's chunk sizing and no key
-    only K3 reads, else ``"kimi_k3"`` (the published configs give their own checkpoint)."""
-    if any(key in media_proc_cfg for key in _K3_KEYS):
-        return "kimi_k3"
-    return "kimi_k25" if all(key in media_proc_cfg for key in _K25_CHUNK_KEYS) else "kimi_k3"
-
-
-# --- tensors and BatchFeature -------------------------------------------------------------
-
-#: ``torch`` when it can be imported, None when not, ``_UNSET`` until first looked up.
-_TORCH: Any = _UNSET
-
-
-def _torch_module() -> Any:
-    """The ``torch`` module, or None; imported once per process (an install whose import
-    fails in any way counts as absent)."""
-    global _TORCH
-    if _TORCH is _UNSET:
-        try:
-            import torch
-        except Exception:  # noqa: BLE001 (not installed, or broken: numpy arrays)
-            torch = None
-        _TORCH = torch
-    return _TORCH
-
-
-def _to_tensors(out: dict[str, np.ndarray], return_tensors: Any) -> dict[str, Any]:
-    """The arrays as ``return_tensors`` asks: ``"np"`` as they are; ``"pt"`` as torch
-    tensors sharing their memory; None as torch tensors when torch imports (the
-    checkpoint builds torch tensors whatever is asked), else as they are."""
-    if return_tensors == "np":
-        return out
-    if return_tensors is None:
-        torch = _torch_module()
-        if torch is None:
-            return out
-    elif return_tensors == "pt":
-        torch = _torch_module()
-        if torch is None:
-            raise errors.no_torch()
-    else:
-        raise errors.bad_return_tensors(return_tensors)
-    tensors = {}
-    for key, value in out.items():
-        if value.dtype.name in ("bfloat16", "uint16") and key == "pixel_values":
-            tensors[key] = torch.from_numpy(value.view(np.uint16)).view(torch.bfloat16)
-        else:
-            tensors[key] = torch.from_numpy(value)
-    return tensors
-
-
-#: transformers' ``BatchFeature`` class, None when transformers cannot be imported, or
-#: ``_UNSET`` until the first :meth:`KimiK3VisionProcessor.preprocess` call looks.
-_BATCH_FEATURE: Any = _UNSET
-
-
-def _find_batch_feature() -> Any:
-    """``transformers.image_processing_utils.BatchFeature`` when it subclasses
-    ``transformers.feature_extraction_utils.BatchFeature`` (4.57, 5.x), else the latter;
-    None when that cannot be imported (not installed, or broken)."""
-    try:
-        base = importlib.import_module("transformers.feature_extraction_utils").BatchFeature
-    except Exception:  # noqa: BLE001 (not installed (ImportError), or broken: plain dicts)
-        return None
-    try:
-        image = importlib.import_module("transformers.image_processing_utils").BatchFeature
-    except Exception:  # noqa: BLE001 (an older or partial install: the base class)
-        return base
-    return image if isinstance(image, type) and issubclass(image, base) else base
-
-
-def _batch_feature(data: dict[str, Any]) -> Mapping[str, Any]:
-    """``BatchFeature(data)`` when transformers can be imported, else ``data``.
-
-    The class is ``transformers.image_processing_utils.BatchFeature``, the one the
-    checkpoint's vision processor returns (transformers 4.57 and 5 also have
-    ``feature_extraction_utils.BatchFeature``, its base, used when the first cannot be
-    imported; :func:`_find_batch_feature`). Serving code that checks for it, or calls ``.to(device)`` / ``.data`` on
-    it, gets one. The values are wrapped as they are (no ``tensor_type`` conversion, so
-    no copy). The import is tried once per process, on the first call; an install that
-    fails to import counts as absent.
-    """
-    global _BATCH_FEATURE
-    if _BATCH_FEATURE is _UNSET:
-        _BATCH_FEATURE = _find_batch_feature()
-    if _BATCH_FEATURE is None:
-        return data
-    batch: Mapping[str, Any] = _BATCH_FEATURE(data=data)
-    return batch
-
-
-def _jsonable(value: Any) -> Any:
-    """A copy of a config value with numpy arrays / scalars and tuples as JSON types."""
-    if isinstance(value, Mapping):
-        return {key: _jsonable(item) for key, item in value.items()}
-    if isinstance(value, np.ndarray):
-        return _jsonable(value.tolist())
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(item) for item in value]
-    if isinstance(value, np.generic):
-        return value.item()
-    return copy.deepcopy(value)
-
-
-# --- resize_image: Pillow's resize in the image's mode, the background, the padding ----
-
-
-def _resize_like_pillow(image: Image.Image, size: tuple[int, int], options: _native.Options) -> Image.Image:
-    """``image.resize(size, BICUBIC)`` as Pillow does it (``PIL/Image.py: Image.resize``),
-    the 8-bit resample in the Rust core.
-
-    * Same size: a copy (Pillow resamples nothing).
-    * A down-scale: ``RGB``: the core; ``RGBA`` / ``LA``: Pillow's premultiplication
-      (``convert("RGBa")`` / ``"La"``), the core, and back, as ``Image.resize`` does;
-      other modes as the pipeline resizes them (:func:`kimi_k3_rs.modes._resize_in_mode`:
-      ``P`` / ``1`` NEAREST by Pillow, 8-bit modes in the core, 16/32-bit ones by Pillow).
-    * Anything else (an up-scale on a side, a zero side): Pillow itself (the core only
-      down-scales), whose errors propagate.
-
-    ``info`` (``transparency`` included) is carried over, as Pillow's resize does.
-    """
-    width, height = image.size
-    new_width, new_height = size
-    if size == image.size:
-        return image.copy()
-    if not (0 < new_width <= width and 0 < new_height <= height):
-        _delegated_resize_order_check(image.mode, image.size, size, options.pillow_compat)
-        return image.resize(size, Image.Resampling.BICUBIC)
-    mode = image.mode
-    if mode == "RGB":
-        out = Image.fromarray(_native.resize_bicubic(np.asarray(image), new_width, new_height, options), "RGB")
-    elif mode in ("RGBA", "LA"):
-        premultiplied = {"RGBA": "RGBa", "LA": "La"}[mode]
-        resized = _resize_in_mode(image.convert(premultiplied), size, options)
-        out = resized.convert(mode)
-    else:
-        return _resize_in_mode(image, size, options)
-    out.info = image.info.copy()
-    return out
-
-
-def _fill_background(image: Image.Image, cfg: MediaProcConfig) -> np.ndarray:
-    """``media_utils.py: fill_transparent_bg_with(image, bg)`` as a uint8 array.
-
-    No background: ``convert("RGB")``; an ``RGB`` image as it is; an image with an ``A``
-    band or a ``transparency`` entry: ``convert("RGBA")``, then composited by the core
-    (:func:`kimi_k3_rs._native.composite`, the checkpoint's float32 arithmetic); any
-    other image ``convert("RGB")``.
-    """
-    if cfg.transparent_bg_config is None:
-        return np.asarray(image.convert("RGB"))
-    if image.mode == "RGB":
-        return np.asarray(image)
-    if "A" not in image.getbands() and "transparency" not in image.info:
-        return np.asarray(image.convert("RGB"))
-    return _native.composite(np.asarray(image.convert("RGBA")), cfg.native)
-
-
-def _is_repo_id(path: str) -> bool:
-    """Whether ``path`` (not an existing file or folder) can name a Hub repository:
-    ``name`` or ``owner/name``, not absolute, not ``./``, ``../`` or ``~``."""
-    if os.path.isabs(path) or path.startswith((".", "~")) or "\\" in path:
-        return False
-    return 1 <= len(path.split("/")) <= 2 and all(path.split("/"))
 
 
 class KimiK3VisionProcessor:
@@ -390,16 +210,8 @@ class KimiK3VisionProcessor:
             resize = _resize_dict(_native.navit_resize_config(width, height, self.config.native))
             return {**resize, "sampled_nframes": 1}
         if kind == "video_chunk" and self._flavour == "kimi_k25":
-            return self._chunk_resize_config(media_input["video_chunk"])
+            return _chunk_resize_config(media_input["video_chunk"], self.config, self.options)
         raise errors.unsupported_type(kind)
-
-    def _chunk_resize_config(self, frames: Sequence[Any]) -> dict[str, int]:
-        """K2.5 ``get_resize_config`` of a ``video_chunk``: ``navit_resize_video(w, h, n,
-        avg_fps=1.0, sample_fps=min(inf, 1.0), ...)``, so ``n`` frames sampled; sized by
-        the core (frame 0's size, the per-frame budget of the chunk)."""
-        width, height = _header_size(frames[0], self.options.exif_transpose)
-        sizing = _native.navit_resize_video_chunk(width, height, len(frames), self.config.native)
-        return {**_resize_dict(sizing), "sampled_nframes": len(frames)}
 
     def media_tokens_calculator(self, media: Mapping[str, Any]) -> int:
         """LLM tokens of one media dict, as the checkpoint's ``media_tokens_calculator``.
@@ -450,14 +262,7 @@ class KimiK3VisionProcessor:
                 for a zero or negative size; :class:`ImageError` as :func:`preprocess`
                 for a 16/32-bit mode whose pass order ``pillow_compat`` cannot give.
         """
-        if not isinstance(image, Image.Image):
-            raise errors.not_a_pil_image()
-        resized = _resize_like_pillow(image, (new_width, new_height), self.options.native)
-        if self.config.transparent_bg_fill_stage == "after_resize":
-            array = _fill_background(resized, self.config)
-        else:
-            array = np.asarray(resized)
-        return np.pad(array, ((0, pad_height), (0, pad_width), (0, 0)), mode="constant", constant_values=0)
+        return _resize_and_pad(image, new_width, new_height, pad_width, pad_height, self.config, self.options)
 
     def preprocess(self, medias: Sequence[Any], return_tensors: str | None = None) -> Mapping[str, Any]:
         """Preprocess media dicts or bare images, as the checkpoint processor's ``preprocess``.
@@ -527,27 +332,7 @@ class KimiK3VisionProcessor:
             ValueError: ``Invalid timestamp mode: {mode}``.
             KeyError: a video key missing from ``media_proc_cfg``.
         """
-        try:
-            from mecord import VideoReader
-        except ImportError as exc:
-            raise errors.no_mecord() from exc
-        source: Any = os.fspath(video_url) if isinstance(video_url, os.PathLike) else video_url
-        if isinstance(source, str) and source.startswith("data:video/mp4;base64,"):
-            import base64
-
-            source = base64.b64decode(source.split(",")[1])
-        meta = VideoReader(source, auto_init=True, num_threads=1)
-        if not (meta.num_frames > 0 and meta.original_width > 0 and meta.original_height > 0 and meta.avg_fps > 0):
-            raise errors.invalid_video_format()
-        plans = split_video_plan(int(meta.num_frames), float(meta.avg_fps), self.config)
-        indices = [index for plan in plans for index in plan.frame_indices]
-        # the checkpoint's ``resampling``: the original ``video_url``, four threads
-        reader = VideoReader(video_url, num_threads=4, frame_time_info=None, key_indices=None)
-        frames = iter([Image.fromarray(frame) for frame in reader[indices]])
-        return [
-            {"type": "video_chunk", "video_chunk": [next(frames) for _ in plan.frame_indices], "prompt": plan.prompt}
-            for plan in plans
-        ]
+        return _split_video_chunks(video_url, self.config)
 
     # --- config in and out -------------------------------------------------------------
 
@@ -584,26 +369,15 @@ class KimiK3VisionProcessor:
                 offline without a cached copy, an invalid id).
             ConfigError: the file has no ``media_proc_cfg`` object; bad values.
         """
-        location = os.fspath(path)
-        if subfolder:
-            local = os.path.join(location, subfolder)
-        else:
-            local = location
-        if not os.path.exists(local) and isinstance(path, str) and _is_repo_id(location):
-            try:
-                from huggingface_hub import hf_hub_download
-            except ImportError as exc:
-                raise errors.not_found_and_no_hub(location) from exc
-            local = hf_hub_download(
-                location,
-                PREPROCESSOR_CONFIG_NAME,
-                subfolder=subfolder or None,
-                revision=revision,
-                cache_dir=None if cache_dir is None else os.fspath(cache_dir),
-                token=token,
-                local_files_only=local_files_only,
-            )
-        return cls(load_media_proc_cfg(local), **options)
+        media_proc_cfg = _load_pretrained_cfg(
+            path,
+            revision=revision,
+            cache_dir=cache_dir,
+            token=token,
+            local_files_only=local_files_only,
+            subfolder=subfolder,
+        )
+        return cls(media_proc_cfg, **options)
 
     @classmethod
     def from_dict(cls, config_dict: Mapping[str, Any], **kwargs: Any) -> KimiK3VisionProcessor:
@@ -618,12 +392,7 @@ class KimiK3VisionProcessor:
             TypeError: any other key or keyword.
             ValueError / TypeError: as the constructor.
         """
-        config = {**dict(config_dict), **kwargs}
-        media_proc_cfg = config.pop("media_proc_cfg", {})
-        unknown = [key for key in config if key not in _OPTION_NAMES and key not in _IGNORED_CONFIG_KEYS]
-        if unknown:
-            raise errors.unknown_config_keys(unknown)
-        options = {key: value for key, value in config.items() if key in _OPTION_NAMES}
+        media_proc_cfg, options = _split_config_dict(config_dict, kwargs)
         return cls(media_proc_cfg, **options)
 
     def to_dict(self) -> dict[str, Any]:
@@ -692,22 +461,8 @@ class KimiK3VisionProcessor:
             TypeError: a value of an unknown ``media_proc_cfg`` key cannot be written
                 as JSON.
         """
-        folder = os.fspath(save_directory)
         text = self.to_json_string()
-        os.makedirs(folder, exist_ok=True)
-        path = os.path.join(folder, PREPROCESSOR_CONFIG_NAME)
-        # a fresh name beside the target (same file system), opened like any new file
-        # (permissions from the umask, unlike mkstemp's 0600)
-        tmp = os.path.join(folder, f".{PREPROCESSOR_CONFIG_NAME}.{os.getpid()}.{secrets.token_hex(8)}.tmp")
-        try:
-            with open(tmp, "x", encoding="utf-8") as f:
-                f.write(text)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-        return [path]
+        return [_write_config(os.fspath(save_directory), text)]
 
 
 #: The class ``kimi_k3_rs.KimiK3VisionProcessor`` names, once looked up (``_UNSET`` before).

@@ -1,0 +1,74 @@
+"""K2.5 in the HF processor: which configs are K2.5's, ``video_chunk`` sizing, ``split_video_chunks``.
+
+Whether :class:`kimi_k3_rs.hf.KimiK3VisionProcessor` acts as K2.5's processor
+(:func:`_flavour`: the config has the keys K2.5's chunk sizing reads), what its
+``get_resize_config`` does for a ``video_chunk`` (:func:`_chunk_resize_config`), and how
+its ``split_video_chunks`` reads a video through ``mecord`` (imported only then) into
+chunk media dicts (:func:`_split_video_chunks`; the frame plan is
+:func:`kimi_k3_rs.video.split_video_plan`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from PIL import Image
+
+from . import _native, errors
+from .config import MediaProcConfig
+from .decoding import _header_size
+from .options import _Options
+from .sizing import _resize_dict
+from .video import split_video_plan
+
+#: The ``media_proc_cfg`` keys K2.5's ``get_resize_config`` reads for a ``video_chunk``
+#: (with ``[]``, so a config without them cannot size chunks there).
+_K25_CHUNK_KEYS = ("sample_fps", "max_num_frames_each_video", "in_patch_limit_each_frame", "in_patch_limit_video")
+
+#: The keys only K3's processor reads.
+_K3_KEYS = ("transparent_bg_config", "transparent_bg_fill_stage")
+
+
+def _flavour(media_proc_cfg: Mapping[str, Any]) -> str:
+    """``"kimi_k25"`` when the config has every key of K2.5's chunk sizing and no key
+    only K3 reads, else ``"kimi_k3"`` (the published configs give their own checkpoint)."""
+    if any(key in media_proc_cfg for key in _K3_KEYS):
+        return "kimi_k3"
+    return "kimi_k25" if all(key in media_proc_cfg for key in _K25_CHUNK_KEYS) else "kimi_k3"
+
+
+def _chunk_resize_config(frames: Sequence[Any], cfg: MediaProcConfig, options: _Options) -> dict[str, int]:
+    """K2.5 ``get_resize_config`` of a ``video_chunk``: ``navit_resize_video(w, h, n,
+    avg_fps=1.0, sample_fps=min(inf, 1.0), ...)``, so ``n`` frames sampled; sized by
+    the core (frame 0's size, the per-frame budget of the chunk)."""
+    width, height = _header_size(frames[0], options.exif_transpose)
+    sizing = _native.navit_resize_video_chunk(width, height, len(frames), cfg.native)
+    return {**_resize_dict(sizing), "sampled_nframes": len(frames)}
+
+
+def _split_video_chunks(video_url: str | bytes, cfg: MediaProcConfig) -> list[dict[str, Any]]:
+    """K2.5's ``split_video_chunks(video_url)`` (see
+    :meth:`kimi_k3_rs.hf.KimiK3VisionProcessor.split_video_chunks` for the steps and errors)."""
+    try:
+        from mecord import VideoReader
+    except ImportError as exc:
+        raise errors.no_mecord() from exc
+    source: Any = os.fspath(video_url) if isinstance(video_url, os.PathLike) else video_url
+    if isinstance(source, str) and source.startswith("data:video/mp4;base64,"):
+        import base64
+
+        source = base64.b64decode(source.split(",")[1])
+    meta = VideoReader(source, auto_init=True, num_threads=1)
+    if not (meta.num_frames > 0 and meta.original_width > 0 and meta.original_height > 0 and meta.avg_fps > 0):
+        raise errors.invalid_video_format()
+    plans = split_video_plan(int(meta.num_frames), float(meta.avg_fps), cfg)
+    indices = [index for plan in plans for index in plan.frame_indices]
+    # the checkpoint's ``resampling``: the original ``video_url``, four threads
+    reader = VideoReader(video_url, num_threads=4, frame_time_info=None, key_indices=None)
+    frames = iter([Image.fromarray(frame) for frame in reader[indices]])
+    return [
+        {"type": "video_chunk", "video_chunk": [next(frames) for _ in plan.frame_indices], "prompt": plan.prompt}
+        for plan in plans
+    ]
