@@ -298,27 +298,41 @@ pub fn checked_size(width: i128, height: i128) -> Result<(u64, u64), KimiError> 
     }
 }
 
-/// The sizing of many images: [`navit_resize_config`] for every `(width, height)`.
+/// One sized item: its resize config and its `grid_thw` (`[t, gh, gw]`).
+pub type SizedItem = (ResizeConfig, [u64; 3]);
+
+/// The sizing and `grid_thw` of every item of a request, before any pixel
+/// work: `(width, height, frames)` per item, `frames` 0 for an image
+/// ([`navit_resize_config`], `t = 1`) and the frame count for a K2.5 video
+/// chunk sized from its frame 0 ([`navit_resize_video_chunk`], `t = frames`).
 ///
 /// Source: sglang `kimi_k3_image_processing.prepare_kimi_k3_encoder_inputs`, which
-/// sizes every image of a request before any pixel work.
+/// sizes every item up front (its `_grid_thw_from_resize_config`).
 ///
 /// # Errors
-/// The first error of [`navit_resize_config`], for the first image that fails.
-pub fn navit_resize_configs(
-    sizes: &[(u64, u64)],
+/// `(index, error)` of the first item that fails: any error of the two sizings.
+pub fn size_items(
+    items: &[(u64, u64, u64)],
     cfg: &MediaProcConfig,
-) -> Result<Vec<ResizeConfig>, KimiError> {
-    sizes
+) -> Result<Vec<SizedItem>, (usize, KimiError)> {
+    let ps = cfg.patch_size();
+    items
         .iter()
-        .map(|&(w, h)| navit_resize_config(w, h, cfg))
+        .enumerate()
+        .map(|(k, &(w, h, frames))| {
+            let sized = if frames == 0 {
+                navit_resize_config(w, h, cfg)
+            } else {
+                navit_resize_video_chunk(w, h, frames, cfg)
+            };
+            sized
+                .map(|r| {
+                    let [_, gh, gw] = r.grid_thw(ps);
+                    (r, [frames.max(1), gh, gw])
+                })
+                .map_err(|e| (k, e))
+        })
         .collect()
-}
-
-/// The `grid_thw` of every sized image (see [`ResizeConfig::grid_thw`]).
-#[must_use]
-pub fn grid_thws(configs: &[ResizeConfig], patch_size: u64) -> Vec<[u64; 3]> {
-    configs.iter().map(|r| r.grid_thw(patch_size)).collect()
 }
 
 /// The LLM token count of every `[width, height]` row, as signed integers (the

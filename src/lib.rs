@@ -21,8 +21,8 @@ pub use config::{
 };
 pub use error::KimiError;
 pub use geometry::{
-    count_image_tokens, count_video_chunk_tokens, grid_thws, navit_resize_config,
-    navit_resize_configs, navit_resize_video_chunk, ResizeConfig,
+    count_image_tokens, count_video_chunk_tokens, navit_resize_config, navit_resize_video_chunk,
+    size_items, ResizeConfig,
 };
 pub use image::ImageView;
 pub use options::{Options, OutputDtype};

@@ -430,3 +430,37 @@ def test_config_reads_the_video_keys():
     assert kimi_k3_rs.MediaProcConfig.from_dict(K3).video is None
     assert kimi_k3_rs.MediaProcConfig.from_dict(k25(sample_fps=2)).video.sample_fps == 2.0
     assert cfg == kimi_k3_rs.MediaProcConfig.from_dict(dict(K25)) and hash(cfg) == hash(kimi_k3_rs.MediaProcConfig.from_dict(K25))
+
+
+# --- the deferred flow: t-frame grids up front, pixels on the owner --------------------
+
+
+def test_deferred_flow_sizes_chunks_up_front_and_materializes_them(photos):
+    chunk_a = {"type": "video_chunk", "video_chunk": [noise(360, 640, k) for k in range(4)], "content_hash": "a"}
+    chunk_b = {"type": "video_chunk", "video_chunk": [noise(200, 300, 9), noise(90, 120, 8)]}
+    medias = [noise(100, 200, 20), chunk_a, photos["astronaut.png"], chunk_b]
+    expected_pv, expected_grids = ref_preprocess(medias, K25)
+    for processor in (K25, kimi_k3_rs.KimiK3VisionProcessor(K25)):
+        enc = kimi_k3_rs.prepare_kimi_k3_encoder_inputs(medias, processor)
+        assert enc.grid_thws.tolist() == expected_grids.tolist()
+        assert [g[0] for g in enc.grid_thws.tolist()] == [1, 4, 1, 2]
+        rc = ref_chunk_resize_config(640, 360, 4, K25)
+        assert enc.num_tokens[1] == rc["num_tokens"] and enc.original_image_sizes[1] == [640, 360]
+        assert enc.content_hashes == [None, "a", None, None]
+        tokens = [(h // 2) * (w // 2) for _, h, w in expected_grids.tolist()]  # whatever t
+        assert enc.num_tokens == tokens
+        parts = enc.materialize([3, 1])
+        rows = np.cumsum([0, *expected_grids.prod(axis=1).tolist()])
+        for part, k in zip(parts, [3, 1]):
+            want = expected_pv[rows[k]:rows[k + 1]]
+            assert np.array_equal(part.view(np.uint32), want.view(np.uint32))
+        whole = np.concatenate(enc.materialize())
+        assert np.array_equal(whole.view(np.uint32), expected_pv.view(np.uint32))
+
+
+def test_deferred_flow_refuses_chunks_without_video_keys():
+    item = {"type": "video_chunk", "video_chunk": [noise(20, 20, 1)]}
+    with pytest.raises(ValueError, match="^Unsupported Kimi-K3 encoder media item: {'type': 'video_chunk'"):
+        kimi_k3_rs.prepare_kimi_k3_encoder_inputs([item], K3)
+    with pytest.raises(kimi_k3_rs.ImageError, match="^image 1: video_chunk has no frames"):
+        kimi_k3_rs.prepare_kimi_k3_encoder_inputs([noise(28, 28, 2), {"type": "video_chunk", "video_chunk": []}], K25)

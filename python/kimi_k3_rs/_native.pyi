@@ -24,11 +24,11 @@ __all__ = [
     "count_video_chunk_tokens",
     "image_size",
     "navit_resize_config",
-    "navit_resize_configs",
     "navit_resize_video_chunk",
     "preprocess",
     "resize_bicubic",
     "simd_path",
+    "size_items",
 ]
 
 __version__: str
@@ -111,10 +111,11 @@ def abbreviate(value: object, /, *, quote: bool = True) -> str:
 def navit_resize_config(width: Any, height: Any, config: MediaProcConfig, /) -> tuple[int, int, int, int, int]:
     """(num_tokens, new_width, new_height, pad_width, pad_height) of one image."""
 
-def navit_resize_configs(
-    sizes: list[tuple[int, int]], config: MediaProcConfig, /
+def size_items(
+    sizes: list[tuple[int, int]], config: MediaProcConfig, /, frames: list[int] | None = None
 ) -> tuple[list[tuple[int, int, int, int, int]], npt.NDArray[np.int64]]:
-    """navit_resize_config of many (width, height) pairs, and their grid_thws int64 [n, 3]."""
+    """The sizing of every item (frames[k] 0: an image; else a K2.5 video chunk of that many
+    frames sized from frame 0), and their grid_thws int64 [n, 3]."""
 
 def count_image_tokens(sizes: npt.NDArray[np.int64], config: MediaProcConfig, /) -> npt.NDArray[np.int64]:
     """num_tokens of every (width, height) row of an int64 [n, 2] array; GIL released."""

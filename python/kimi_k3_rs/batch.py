@@ -68,12 +68,7 @@ def _run(
         arrays.append(array)
         resized.append(sizing)
         names.append(index)
-    if not chunks:  # images only: the call as before
-        pixel_values, grid_thws = _native.preprocess(
-            arrays, cfg.native, opts.native, resized=resized, out=out, indices=None if indices is None else list(indices)
-        )
-    else:
-        pixel_values, grid_thws = _native.preprocess(
-            arrays, cfg.native, opts.native, resized=resized, out=out, indices=names, chunks=chunks
-        )
+    pixel_values, grid_thws = _native.preprocess(
+        arrays, cfg.native, opts.native, resized=resized, out=out, indices=names, chunks=chunks
+    )
     return (out if out is not None else _from_native(pixel_values, opts.dtype)), grid_thws

@@ -26,6 +26,7 @@ from .hf import KimiK3VisionProcessor
 from .inputs import _as_list, _is_torch_tensor, _split_media
 from .options import _UNSET, _Options, _Unset
 from .sizing import _resize_dict
+from .video import _chunk_frames, _is_video_chunk
 
 __all__ = [
     "KimiK3EncoderInputs",
@@ -39,11 +40,13 @@ class KimiK3EncoderInputs:
     """Geometry of a batch, computed without touching pixels; pixels on demand.
 
     Attributes:
-        grid_thws: int64 ``[n, 3]``, ``(1, h_patches, w_patches)`` per image.
-        resize_configs: per image, the dict :func:`navit_resize_config` returns.
-        num_tokens: per image, the LLM token count.
-        original_image_sizes: per image, ``[width, height]`` in pixels (after the EXIF
-            transpose when ``exif_transpose`` was set).
+        grid_thws: int64 ``[n, 3]``, ``(t, h_patches, w_patches)`` per item: ``t`` is 1
+            for an image, the frame count for a K2.5 ``video_chunk``.
+        resize_configs: per item, the dict :func:`navit_resize_config` returns (a
+            chunk's: the sizing of its frame 0 that every frame is resized to).
+        num_tokens: per item, the LLM token count (a chunk's: ``(h/2)*(w/2)``).
+        original_image_sizes: per item, ``[width, height]`` in pixels (a chunk's frame
+            0; after the EXIF transpose when ``exif_transpose`` was set).
         content_hashes: per image, the ``"content_hash"`` of its media dict, unchanged,
             or None (no media dict, or no such key).
 
@@ -70,8 +73,8 @@ class KimiK3EncoderInputs:
         """Preprocess the images at ``indices`` (all when None), in that order.
 
         Returns:
-            One float32 ``[h * w, 3, ps, ps]`` array per index, each equal to
-            :func:`preprocess` on that image alone.
+            One float32 ``[t * h * w, 3, ps, ps]`` array per index, each equal to
+            :func:`preprocess` on that item alone.
 
         Raises:
             IndexError: an index out of range.
@@ -237,10 +240,13 @@ class _Flavour:
     media_item: Callable[[Any], ValueError]
     #: sglang's ``_to_pil_rgb``: images as RGB, a TypeError for other types
     rgb: bool
+    #: whether K2.5 ``video_chunk`` items are taken (under a config with the video keys);
+    #: sglang's K2.5 entry takes images only
+    chunks: bool
 
 
-_K3 = _Flavour(errors.no_media_proc_cfg, None, errors.unsupported_media_item, False)
-_K25 = _Flavour(errors.k25_no_navit_config, errors.k25_no_navit_config, errors.k25_unsupported_media_item, True)
+_K3 = _Flavour(errors.no_media_proc_cfg, None, errors.unsupported_media_item, False, True)
+_K25 = _Flavour(errors.k25_no_navit_config, errors.k25_no_navit_config, errors.k25_unsupported_media_item, True, False)
 
 _Result = TypeVar("_Result", bound=KimiK3EncoderInputs)
 
@@ -288,30 +294,45 @@ def _prepare(
         base.num_threads if num_threads is None else num_threads,
         base.max_image_pixels if max_image_pixels is _UNSET else max_image_pixels,
     )
-    listed = _as_list(images)
-    for item in listed:
+    # per item: what materialize preprocesses, its content hash, what it is sized from
+    # (the image, or a chunk's frame 0), and its frame count (0 for an image)
+    items: list[Any] = []
+    hashes: list[Any] = []
+    sources: list[Any] = []
+    frames: list[int] = []
+    for index, item in enumerate(_as_list(images)):
+        if flavour.chunks and _is_video_chunk(item) and cfg.video is not None:
+            with _naming(index):
+                chunk = _chunk_frames(item, cfg)
+            items.append(item)
+            hashes.append(item.get("content_hash"))
+            sources.append(chunk[0])
+            frames.append(len(chunk))
+            continue
         if isinstance(item, Mapping) and (item.get("type") != "image" or "image" not in item):
             raise flavour.media_item(item)
-    split = [_split_media(item) for item in listed]
-    items = [image for image, _ in split]
-    if flavour.rgb:
-        for item in items:
-            _check_rgb_input(item)
+        image, content_hash = _split_media(item)
+        if flavour.rgb:
+            _check_rgb_input(image)
+        items.append(image)
+        hashes.append(content_hash)
+        sources.append(image)
+        frames.append(0)
     try:
-        sizes = [_header_size(item, opts.exif_transpose) for item in items]  # reads headers only
+        sizes = [_header_size(source, opts.exif_transpose) for source in sources]  # reads headers only
     except (ImageError, *_DECODE_ERRORS):
-        for index, item in enumerate(items):  # again, to name the image that fails
+        for index, source in enumerate(sources):  # again, to name the item that fails
             with _naming(index):
-                _header_size(item, opts.exif_transpose)
+                _header_size(source, opts.exif_transpose)
         raise
-    tuples, grid = _native.navit_resize_configs(sizes, cfg.native)
+    tuples, grid = _native.size_items(sizes, cfg.native, frames)
     configs = [_resize_dict(t) for t in tuples]
     return result(
         grid_thws=grid,
         resize_configs=configs,
         num_tokens=[r["num_tokens"] for r in configs],
         original_image_sizes=[[w, h] for w, h in sizes],
-        content_hashes=[content_hash for _, content_hash in split],
+        content_hashes=hashes,
         _images=items,
         _config=cfg,
         _options=opts,

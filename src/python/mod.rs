@@ -169,26 +169,35 @@ fn navit_resize_config(
         .map_err(to_py_err)
 }
 
-/// The sizing of many images, each named by its index on error:
+/// The sizing of every item of a request, each named by its index on error:
 /// `([(num_tokens, new_width, new_height, pad_width, pad_height), ...], grid_thws)`
-/// with `grid_thws` int64 `[n, 3]`.
+/// with `grid_thws` int64 `[n, 3]`. `frames[k]` (default 0) is 0 for an image and
+/// the frame count of a K2.5 video chunk sized from its frame 0.
 #[pyfunction]
-#[pyo3(signature = (sizes, config, /))]
-fn navit_resize_configs<'py>(
+#[pyo3(signature = (sizes, config, /, frames=None))]
+fn size_items<'py>(
     py: Python<'py>,
     sizes: Vec<(u64, u64)>,
     config: &PyMediaProcConfig,
+    frames: Option<Vec<u64>>,
 ) -> PyResult<(Vec<ResizeTuple>, Bound<'py, PyArray2<i64>>)> {
-    let configs = sizes
+    let frames = frames.unwrap_or_else(|| vec![0; sizes.len()]);
+    if frames.len() != sizes.len() {
+        return Err(to_py_err(KimiError::PerImageLength {
+            what: "frames",
+            len: frames.len(),
+            images: sizes.len(),
+        }));
+    }
+    let items: Vec<(u64, u64, u64)> = sizes
         .iter()
-        .enumerate()
-        .map(|(k, &(w, h))| {
-            geometry::navit_resize_config(w, h, &config.inner).map_err(|e| at_image(k, e))
-        })
-        .collect::<PyResult<Vec<_>>>()?;
-    let grids = geometry::grid_thws(&configs, config.inner.patch_size());
+        .zip(&frames)
+        .map(|(&(w, h), &t)| (w, h, t))
+        .collect();
+    let sized = geometry::size_items(&items, &config.inner).map_err(|(k, e)| at_image(k, e))?;
+    let grids: Vec<[u64; 3]> = sized.iter().map(|(_, g)| *g).collect();
     Ok((
-        configs.iter().map(resize_tuple).collect(),
+        sized.iter().map(|(r, _)| resize_tuple(r)).collect(),
         grid_array(py, &grids)?,
     ))
 }
@@ -422,8 +431,8 @@ mod _native {
     #[pymodule_export]
     use super::{
         composite, count_image_tokens, count_video_chunk_tokens, image_size, navit_resize_config,
-        navit_resize_configs, navit_resize_video_chunk, preprocess, resize_bicubic,
-        PyMediaProcConfig, PyOptions,
+        navit_resize_video_chunk, preprocess, resize_bicubic, size_items, PyMediaProcConfig,
+        PyOptions,
     };
 
     #[pymodule_init]
