@@ -22,15 +22,25 @@ import pickle
 import subprocess
 import sys
 import types
+import warnings
 from collections.abc import Mapping
 
+import kimi_k3_rs
 import numpy as np
 import pytest
-from PIL import Image
-
-import kimi_k3_rs
+from helpers import (
+    K3_CFG,
+    K25_CFG,
+    REPO_DIR,
+    alpha_pattern_rgba,
+    assert_bit_equal,
+    cfg,
+    exact,
+    mode_image,
+    noise,
+)
 from kimi_k3_rs import hf, hf_outputs
-from helpers import K3_CFG, K25_CFG, REPO_DIR, alpha_pattern_rgba, assert_bit_equal, cfg, exact, mode_image, noise
+from PIL import Image
 from reference import fill_transparent_bg_with, navit_resize_image
 
 try:
@@ -635,3 +645,55 @@ def test_vllm_example_runs(tmp_path, transformers):
     assert proc.stdout.rstrip().endswith("example: OK"), proc.stdout
     is_base = transformers == "as installed" and HAS_TRANSFORMERS
     assert f"a BaseImageProcessor: {is_base}" in proc.stdout
+
+
+# --- sglang's exact fast CPU path through our get_resize_config / resize_image ----------
+
+
+def sglang_fast_path(proc, images, media_proc_cfg):
+    """sglang ``cpu_image_processing.materialize_exact_navit_image_features``, transcribed:
+    the processor's ``get_resize_config`` and ``resize_image``, then a uint8 -> float32 table
+    (``v / 255.0`` as float32, ``-=`` the float64 mean, ``*=`` the float64 ``1 / std``) and
+    the checkpoint's patch layout. K2.5 items are converted to RGB first; K3 items are
+    passed in their own mode."""
+    ps = media_proc_cfg["patch_size"]
+    table = (np.arange(256) / 255.0).astype(np.float32)[None, :].repeat(3, axis=0)
+    table -= np.array(media_proc_cfg["image_mean"], dtype=np.float64)[:, None]
+    table *= (1.0 / np.array(media_proc_cfg["image_std"], dtype=np.float64))[:, None]
+    patches = []
+    for image in images:
+        if "transparent_bg_config" not in media_proc_cfg:
+            with warnings.catch_warnings():  # Pillow's warning for a bytes tRNS (sglang runs without -W error)
+                warnings.simplefilter("ignore", UserWarning)
+                image = image.convert("RGB")
+        rc = proc.get_resize_config({"type": "image", "image": image})
+        arr = proc.resize_image(image, rc["new_width"], rc["new_height"], rc["pad_width"], rc["pad_height"])
+        if arr.ndim != 3 or arr.shape[2] != 3:
+            raise ValueError("uint8 image normalization requires three channels")
+        values = np.stack([table[c][arr[:, :, c]] for c in range(3)], axis=-1)
+        h, w = values.shape[0] // ps, values.shape[1] // ps
+        patches.append(values.reshape(h, ps, w, ps, 3).transpose(0, 2, 4, 1, 3).reshape(-1, 3, ps, ps))
+    return np.concatenate(patches)
+
+
+@pytest.mark.parametrize("name", ["k3", "k25"])
+def test_sglang_fast_path_gives_the_checkpoints_bytes(name):
+    media_proc_cfg = K3_CFG if name == "k3" else K25_CFG
+    proc = kimi_k3_rs.KimiK3VisionProcessor(media_proc_cfg)
+    images = [noise(500, 300, "RGB", 1), alpha_pattern_rgba(130, 90), mode_image("L+trns", 57, 31, 2),
+              mode_image("P+bytes_trns", 200, 120, 3), noise(1500, 2000, "RGB", 4)]
+    fast = sglang_fast_path(proc, images, media_proc_cfg)
+    ours = kimi_k3_rs.preprocess(images, media_proc_cfg)["pixel_values"]
+    assert_bit_equal(fast, ours, "pixel_values")
+
+
+def test_sglang_fast_path_fails_on_four_channels_as_with_the_checkpoint():
+    """A K3 config compositing before the resize: resize_image returns the RGBA image's 4
+    channels, as the checkpoint's does, and sglang's fast path cannot normalise them."""
+    media_proc_cfg = {**K3_CFG, "transparent_bg_fill_stage": "before_resize"}
+    proc = kimi_k3_rs.KimiK3VisionProcessor(media_proc_cfg)
+    image = alpha_pattern_rgba(90, 130)
+    rc = proc.get_resize_config({"type": "image", "image": image})
+    assert proc.resize_image(image, rc["new_width"], rc["new_height"], rc["pad_width"], rc["pad_height"]).shape[2] == 4
+    with pytest.raises(ValueError, match="three channels"):
+        sglang_fast_path(proc, [image], media_proc_cfg)
