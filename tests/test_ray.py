@@ -186,7 +186,7 @@ def test_preprocessor_checks_its_arguments_up_front():
 
 TWO_NODES = textwrap.dedent(
     """
-    import json, os, sys
+    import json, os, sys, time
     import psutil, ray
     from ray.cluster_utils import Cluster
     import kimi_k3_rs
@@ -194,13 +194,26 @@ TWO_NODES = textwrap.dedent(
     from kimi_k3_rs.ray import KimiK3Preprocessor, preprocess_dataset
     import pyarrow as pa
 
+    temp, port, paths = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+    ready = os.path.join(os.path.dirname(temp), "ready")
+    os.makedirs(ready, exist_ok=True)
+
     class Tagged(KimiK3Preprocessor):
+        # Tags rows with their node; the first batch waits until both actors exist, so a
+        # loaded machine cannot let one actor take every batch before the other starts.
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            open(os.path.join(ready, ray.get_runtime_context().get_actor_id()), "w").close()
+
         def __call__(self, batch):
+            deadline = time.monotonic() + 120
+            while len(os.listdir(ready)) < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
             out = super().__call__(batch)
             node = ray.get_runtime_context().get_node_id()
             return out.append_column("node", pa.array([node] * out.num_rows, pa.string()))
 
-    temp, port, paths = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
     cluster = Cluster(initialize_head=True, head_node_args={
         "num_cpus": 1, "node_ip_address": "127.0.0.1", "gcs_server_port": port, "include_dashboard": False, "temp_dir": temp})
     cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1")
@@ -209,7 +222,7 @@ TWO_NODES = textwrap.dedent(
     ray.data.DataContext.get_current().execution_options.preserve_order = True
     ds = ray.data.from_items([{"bytes": open(p, "rb").read(), "path": p} for p in paths])
     cfg = kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG
-    out = ds.map_batches(Tagged, fn_constructor_args=(cfg,), batch_size=2, batch_format="pyarrow",
+    out = ds.map_batches(Tagged, fn_constructor_args=(cfg,), batch_size=1, batch_format="pyarrow",
                          compute=ray.data.ActorPoolStrategy(size=2), num_cpus=0.75,
                          scheduling_strategy="SPREAD")
     table = pa.concat_tables(list(out.iter_batches(batch_size=None, batch_format="pyarrow")))
