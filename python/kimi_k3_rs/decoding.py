@@ -195,11 +195,14 @@ def _header_size(data: Any, exif_transpose: bool) -> tuple[int, int]:
             raise errors.empty_tensor(tuple(data.shape))
         return width, height
     source = _encoded_source(data)
-    entries = _ico_entries(source)
-    if entries and entries[0].size is not None:  # an ICO: what Pillow decodes (it has no EXIF)
-        return entries[0].size
-    with _open_encoded(source, None) as image:  # the header only
-        return _oriented_size(image, exif_transpose)
+    try:
+        entries = _ico_entries(source)
+        if entries and entries[0].size is not None:  # an ICO: what Pillow decodes (it has no EXIF)
+            return entries[0].size
+        with _open_encoded(source, None) as image:  # the header only
+            return _oriented_size(image, exif_transpose)
+    except errors._DECODE_ERRORS as exc:  # unreadable: as preprocess says it
+        raise errors.unreadable(exc) from exc
 
 
 def _oriented_size(image: Image.Image, exif_transpose: bool) -> tuple[int, int]:

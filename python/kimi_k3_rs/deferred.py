@@ -82,7 +82,9 @@ class KimiK3EncoderInputs:
                 (sglang's check) when an image no longer has the size read up front
                 (e.g. a file replaced in between). Otherwise as :func:`preprocess`.
         """
-        order = list(range(len(self._images))) if indices is None else list(indices)
+        positions = range(len(self._images))
+        # Python's indexing (negative from the end); IndexError out of range
+        order = list(positions) if indices is None else [positions[i] for i in indices]
         chosen = [self._images[i] for i in order]
         if not chosen:
             return []
