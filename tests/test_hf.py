@@ -617,7 +617,7 @@ def test_from_pretrained_local_paths_are_not_repo_ids(tmp_path):
     (tmp_path / "ckpt" / "sub").mkdir(parents=True)
     (tmp_path / "ckpt" / "sub" / "preprocessor_config.json").write_text(json.dumps({"media_proc_cfg": K25_CFG}))
     assert kimi_k3_rs.KimiK3VisionProcessor.from_pretrained(tmp_path / "ckpt", subfolder="sub").model_type == "kimi_k25"
-    assert not hf._is_repo_id("/abs/path") and not hf._is_repo_id("a/b/c") and hf._is_repo_id("owner/name")
+    assert not kimi_k3_rs.hub._is_repo_id("/abs/path") and not kimi_k3_rs.hub._is_repo_id("a/b/c") and kimi_k3_rs.hub._is_repo_id("owner/name")
 
 
 def test_from_pretrained_repo_id_without_huggingface_hub(monkeypatch):

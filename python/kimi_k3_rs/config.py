@@ -13,7 +13,7 @@ import copy
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import PIL
@@ -273,21 +273,7 @@ class MediaProcConfig:
     def __reduce__(self) -> tuple[type[MediaProcConfig], tuple[Any, ...]]:
         """Pickling and ``copy``: the class and its fields; loading validates them again
         and builds a new ``native`` (so a pickle never holds the Rust object)."""
-        return (
-            type(self),
-            (
-                self.patch_size,
-                self.merge_kernel_size,
-                self.in_patch_limit,
-                self.patch_limit_on_one_side,
-                self.image_mean,
-                self.image_std,
-                self.fixed_output_tokens,
-                self.transparent_bg_config,
-                self.transparent_bg_fill_stage,
-                self.video,
-            ),
-        )
+        return (type(self), tuple(getattr(self, f.name) for f in fields(self) if f.init))
 
     @classmethod
     def from_dict(cls, media_proc_cfg: Any) -> MediaProcConfig:

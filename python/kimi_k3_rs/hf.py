@@ -34,16 +34,15 @@ from PIL import Image
 
 from . import _native, errors
 from .batch import _run
-from .config import MediaProcConfig, TransparentBgConfig
+from .config import MediaProcConfig, TransparentBgConfig, load_media_proc_cfg
 from .decoding import _header_size
 from .hf_outputs import _batch_feature, _to_tensors
 from .hf_resize import _resize_and_pad
 from .hf_video import _chunk_resize_config, _flavour, _split_video_chunks
 from .hub import (
     PREPROCESSOR_CONFIG_NAME,
-    _is_repo_id,  # noqa: F401 (still reachable as kimi_k3_rs.hf._is_repo_id)
     _jsonable,
-    _load_pretrained_cfg,
+    _resolve_config_path,
     _split_config_dict,
     _write_config,
 )
@@ -369,7 +368,7 @@ class KimiK3VisionProcessor:
                 offline without a cached copy, an invalid id).
             ConfigError: the file has no ``media_proc_cfg`` object; bad values.
         """
-        media_proc_cfg = _load_pretrained_cfg(
+        local = _resolve_config_path(
             path,
             revision=revision,
             cache_dir=cache_dir,
@@ -377,7 +376,7 @@ class KimiK3VisionProcessor:
             local_files_only=local_files_only,
             subfolder=subfolder,
         )
-        return cls(media_proc_cfg, **options)
+        return cls(load_media_proc_cfg(local), **options)
 
     @classmethod
     def from_dict(cls, config_dict: Mapping[str, Any], **kwargs: Any) -> KimiK3VisionProcessor:

@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 
 from . import errors
-from .config import load_media_proc_cfg
 
 __all__ = ["PREPROCESSOR_CONFIG_NAME"]
 
@@ -80,28 +79,6 @@ def _resolve_config_path(
             local_files_only=local_files_only,
         )
     return local
-
-
-def _load_pretrained_cfg(
-    path: str | os.PathLike[str],
-    *,
-    revision: str | None,
-    cache_dir: str | os.PathLike[str] | None,
-    token: str | bool | None,
-    local_files_only: bool,
-    subfolder: str | None,
-) -> dict[str, Any]:
-    """The ``media_proc_cfg`` of the file :func:`_resolve_config_path` finds
-    (:func:`kimi_k3_rs.config.load_media_proc_cfg`; its errors propagate)."""
-    local = _resolve_config_path(
-        path,
-        revision=revision,
-        cache_dir=cache_dir,
-        token=token,
-        local_files_only=local_files_only,
-        subfolder=subfolder,
-    )
-    return load_media_proc_cfg(local)
 
 
 def _split_config_dict(config_dict: Mapping[str, Any], kwargs: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
