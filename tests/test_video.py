@@ -301,7 +301,7 @@ def test_frame_inputs_are_converted_to_rgb():
     p = Image.fromarray(noise(40, 40, 4)).convert("P")
     png = io.BytesIO()
     Image.fromarray(noise(45, 61, 5)).save(png, format="PNG")
-    frames = [Image.fromarray(rgba), rgba, grey, grey[:, :, 0], la, Image.fromarray(la, "LA"), p, png.getvalue(),
+    frames = [Image.fromarray(rgba), rgba, grey, grey[:, :, 0], la, Image.fromarray(la), p, png.getvalue(),
               Image.fromarray(noise(50, 60, 6)).convert("CMYK")]
     cfg = {**K25, "transparent_bg_config": {"pattern": "white"}}  # backgrounds are for images only
     assert_same([{"type": "video_chunk", "video_chunk": frames[:4]}, {"type": "video_chunk", "video_chunk": frames[4:]}], cfg)

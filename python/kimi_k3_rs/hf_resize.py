@@ -39,7 +39,7 @@ def _resize_like_pillow(image: Image.Image, size: tuple[int, int], options: _nat
         return image.resize(size, Image.Resampling.BICUBIC)
     mode = image.mode
     if mode == "RGB":
-        out = Image.fromarray(_native.resize_bicubic(np.asarray(image), new_width, new_height, options), "RGB")
+        out = Image.fromarray(_native.resize_bicubic(np.asarray(image), new_width, new_height, options))  # HxWx3: RGB
     elif mode in ("RGBA", "LA"):
         premultiplied = {"RGBA": "RGBa", "LA": "La"}[mode]
         resized = _resize_in_mode(image.convert(premultiplied), size, options)
