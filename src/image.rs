@@ -53,15 +53,7 @@ impl<'a> ImageView<'a> {
                 expected,
             });
         }
-        Ok(Self {
-            data,
-            width,
-            height,
-            channels,
-            pre_resized: None,
-            target: None,
-            chunk_frames: None,
-        })
+        Ok(Self::from_parts(data, width, height, channels))
     }
 
     /// Mark the pixels as already resized by the caller (for example by
