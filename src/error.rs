@@ -349,6 +349,22 @@ pub enum KimiError {
         /// What was given: its type name, abbreviated.
         got: String,
     },
+    /// An encoded file of a natively decoded format is corrupt or truncated.
+    #[error("cannot decode {format}: {detail}")]
+    Decode {
+        /// `"JPEG"` or `"PNG"`.
+        format: &'static str,
+        /// What the decoder said (abbreviated).
+        detail: String,
+    },
+    /// A progressive JPEG has more scans than the limit (a CPU bomb).
+    #[error("progressive JPEG has {scans} or more scans, over the limit of {limit}")]
+    TooManyScans {
+        /// Scans seen when the limit was hit.
+        scans: usize,
+        /// The limit ([`crate::decode::MAX_SCANS`]).
+        limit: usize,
+    },
     /// An argument that must be an integer is not one.
     #[error("{name} must be an int{or_none}, got {value}")]
     NotAnInt {

@@ -3,6 +3,7 @@
 
 pub mod composite;
 pub mod config;
+pub mod decode;
 pub mod error;
 pub mod geometry;
 pub mod image;

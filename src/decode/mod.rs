@@ -1,0 +1,124 @@
+//! Native decoding of encoded JPEG and PNG files into the pipeline's 8-bit
+//! input, byte-identical to the installed Pillow's decode.
+//!
+//! Reproduces what the checkpoint's `_to_pil` (`Image.open(...)`, first frame,
+//! no EXIF rotation) and Pillow's `ImageFile.load` give for the files it
+//! handles: `PIL/JpegImagePlugin.py` + `libImaging/JpegDecode.c` for JPEG,
+//! `PIL/PngImagePlugin.py` + `libImaging/ZipDecode.c` for PNG. Anything else
+//! is routed to Pillow ([`Route::Pillow`]): a file is decoded natively only
+//! where the result is Pillow's by construction.
+//!
+//! Laid out by format: `jpeg.rs` (libjpeg-turbo, loaded at run time from the
+//! library the installed Pillow links) and `png.rs` (the `png` crate).
+
+pub mod jpeg;
+pub mod png;
+
+use crate::error::KimiError;
+
+/// An encoded format this module may decode natively.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// JPEG (SOI marker `FF D8 FF`).
+    Jpeg,
+    /// PNG (the 8-byte PNG signature).
+    Png,
+}
+
+impl Format {
+    /// The format of `data` from its magic bytes, as Pillow's plugins accept it
+    /// (`JpegImagePlugin._accept`, `PngImagePlugin._accept`); `None` otherwise.
+    #[must_use]
+    pub fn sniff(data: &[u8]) -> Option<Self> {
+        if data.starts_with(&[0xFF, 0xD8, 0xFF]) {
+            Some(Self::Jpeg)
+        } else if data.starts_with(b"\x89PNG\r\n\x1a\n") {
+            Some(Self::Png)
+        } else {
+            None
+        }
+    }
+
+    /// Pillow's name of the format: `"JPEG"` or `"PNG"`.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Jpeg => "JPEG",
+            Self::Png => "PNG",
+        }
+    }
+}
+
+/// What a native decode will produce, read from the file's headers only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    /// The format.
+    pub format: Format,
+    /// Width in pixels (>= 1).
+    pub width: usize,
+    /// Height in pixels (>= 1).
+    pub height: usize,
+    /// Bytes per decoded pixel, as Pillow's mode: 1 `L`, 2 `LA`, 3 `RGB`, 4 `RGBA`.
+    pub channels: usize,
+}
+
+impl Header {
+    /// `width * height * channels`: the bytes [`decode_into`] writes.
+    ///
+    /// # Errors
+    /// `KimiError::Overflow` when the product overflows `usize`.
+    pub fn decoded_len(&self) -> Result<usize, KimiError> {
+        self.width
+            .checked_mul(self.height)
+            .and_then(|n| n.checked_mul(self.channels))
+            .ok_or(KimiError::Overflow {
+                what: "decoded image bytes",
+            })
+    }
+}
+
+/// Where a file is decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// Natively, into the pixels its header describes.
+    Native(Header),
+    /// By Pillow, for the reason given (a mode, bit depth or feature the native
+    /// path does not reproduce, e.g. `"CMYK JPEG"`, `"palette PNG"`).
+    Pillow(&'static str),
+}
+
+/// Bounds a native decode must respect, checked from the header before any
+/// allocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Most progressive-JPEG scans a file may have (500 by default).
+    pub max_scans: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_scans: MAX_SCANS,
+        }
+    }
+}
+
+/// Default most scans of a progressive JPEG.
+pub const MAX_SCANS: usize = 500;
+
+/// Read `data`'s headers and say where it is decoded.
+///
+/// `exif_transpose`: the caller will apply `ImageOps.exif_transpose`; a file
+/// that may carry an orientation (EXIF or XMP) then goes to Pillow.
+///
+/// # Errors
+/// `KimiError::Decode` for a file of a native format whose headers are corrupt
+/// or truncated (Pillow fails on it too); `KimiError::TooManyScans` for a
+/// progressive JPEG over [`MAX_SCANS`] scans.
+pub fn route(data: &[u8], exif_transpose: bool) -> Result<Option<Route>, KimiError> {
+    match Format::sniff(data) {
+        Some(Format::Jpeg) => jpeg::route(data, exif_transpose).map(Some),
+        Some(Format::Png) => png::route(data, exif_transpose).map(Some),
+        None => Ok(None),
+    }
+}
