@@ -4,6 +4,7 @@ The public API and its documentation live in the Python layer; this module is th
 Rust core's glue: extract and borrow, run with the GIL released, wrap.
 """
 
+import os
 from typing import Any, final
 
 import numpy as np
@@ -20,9 +21,11 @@ __all__ = [
     "abbreviate",
     "build_profile",
     "composite",
+    "decode_image",
     "count_image_tokens",
     "count_video_chunk_tokens",
     "image_size",
+    "load_libjpeg",
     "navit_resize_config",
     "navit_resize_video_chunk",
     "preprocess",
@@ -130,6 +133,12 @@ def navit_resize_video_chunk(
 
 def composite(image: npt.NDArray[np.uint8], config: MediaProcConfig, /) -> npt.NDArray[np.uint8]:
     """fill_transparent_bg_with of an HxWx4 / HxWx2 uint8 array: HxWx3 / HxWx1."""
+
+def load_libjpeg(path: str | os.PathLike[str], /) -> str:
+    """Load the libjpeg the installed Pillow links; its description. OSError when unusable."""
+
+def decode_image(data: bytes, /, *, exif_transpose: bool = False) -> tuple[str, Any]:
+    """("native", uint8 array) | ("pillow", reason) | ("unknown", "") for one encoded file."""
 
 def image_size(image: npt.NDArray[Any], /) -> tuple[int, int]:
     """(width, height) of a uint8 HxW / HxWxC array, checked as preprocess checks it."""

@@ -1,7 +1,19 @@
 //! JPEG through the libjpeg-turbo that the installed Pillow links (placeholder).
 
+use std::path::Path;
+
 use super::{Header, Limits, Route};
 use crate::error::KimiError;
+
+/// Load the libjpeg at `path` (the one the installed Pillow links) for this
+/// process; later calls return the first result. Returns a description of the
+/// library, e.g. `"libjpeg-turbo 3.2.0 (libjpeg API 6.2)"`.
+///
+/// # Errors
+/// Why it cannot be used: not found, not libjpeg API 6.2, not libjpeg-turbo.
+pub fn load(_path: &Path) -> Result<String, String> {
+    Err("native JPEG decoding is not built yet".into())
+}
 
 /// Read a JPEG's headers: see [`super::route`].
 ///

@@ -122,3 +122,21 @@ pub fn route(data: &[u8], exif_transpose: bool) -> Result<Option<Route>, KimiErr
         None => Ok(None),
     }
 }
+
+/// Decode `data`, whose [`route`] was `Route::Native(header)`, into `out`
+/// (`header.decoded_len()` bytes, HWC): the bytes Pillow's decode gives.
+///
+/// # Errors
+/// `KimiError::Decode` for corrupt or truncated data, or a JPEG while no
+/// libjpeg is loaded ([`jpeg::load`]); `KimiError::TooManyScans` as for [`route`].
+pub fn decode_into(
+    data: &[u8],
+    header: &Header,
+    limits: &Limits,
+    out: &mut [u8],
+) -> Result<(), KimiError> {
+    match header.format {
+        Format::Jpeg => jpeg::decode_into(data, header, limits, out),
+        Format::Png => png::decode_into(data, header, limits, out),
+    }
+}

@@ -11,6 +11,7 @@
 
 mod borrow;
 mod config;
+mod decode;
 mod errors;
 
 use numpy::ndarray::Array2;
@@ -426,6 +427,8 @@ fn image_size(image: Bound<'_, PyAny>) -> PyResult<(usize, usize)> {
 mod _native {
     use pyo3::prelude::*;
 
+    #[pymodule_export]
+    use super::decode::{decode_image, load_libjpeg};
     #[pymodule_export]
     use super::errors::{abbreviate, ConfigError, ImageError, ImageTooLargeError, KimiK3Error};
     #[pymodule_export]
