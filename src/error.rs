@@ -365,6 +365,27 @@ pub enum KimiError {
         /// The limit ([`crate::decode::MAX_SCANS`]).
         limit: usize,
     },
+    /// The decode buffer of an encoded image cannot be allocated.
+    #[error("cannot allocate the decoded {width}x{height}x{channels} image: {reason}")]
+    DecodeAllocation {
+        /// Width in pixels.
+        width: usize,
+        /// Height in pixels.
+        height: usize,
+        /// Bytes per pixel.
+        channels: usize,
+        /// Why (the allocator's words).
+        reason: String,
+    },
+    /// An error of one image of a batch: `index` is its position in the batch
+    /// given to the pipeline.
+    #[error("image {index}: {error}")]
+    AtImage {
+        /// The image's position in the batch.
+        index: usize,
+        /// What went wrong with it.
+        error: Box<KimiError>,
+    },
     /// An argument that must be an integer is not one.
     #[error("{name} must be an int{or_none}, got {value}")]
     NotAnInt {

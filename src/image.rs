@@ -1,5 +1,6 @@
 //! The borrowed 8-bit HWC image every stage reads: [`ImageView`].
 
+use crate::decode::Header;
 use crate::error::KimiError;
 use crate::geometry::ResizeConfig;
 
@@ -18,6 +19,9 @@ pub struct ImageView<'a> {
     pub(crate) pre_resized: Option<ResizeConfig>,
     pub(crate) target: Option<ResizeConfig>,
     pub(crate) chunk_frames: Option<usize>,
+    /// `Some(header)`: `data` is an encoded file, decoded natively when its
+    /// pixels are needed ([`ImageView::encoded`]).
+    pub(crate) encoded: Option<Header>,
 }
 
 impl<'a> ImageView<'a> {
@@ -100,10 +104,36 @@ impl<'a> ImageView<'a> {
         self
     }
 
+    /// An encoded JPEG or PNG file whose [`crate::decode::route`] was
+    /// `Route::Native(header)`: the pipeline sizes it from `header` and decodes
+    /// it (on the worker that processes it, into a per-thread buffer) only when
+    /// it runs the image, so a batch's files are decoded in parallel and never
+    /// all held at once.
+    ///
+    /// Source: the checkpoint's `_to_pil` (`Image.open` of the bytes) followed
+    /// by `KimiK3VisionProcessor.preprocess`; the decode gives Pillow's bytes
+    /// ([`crate::decode`]).
+    ///
+    /// # Errors
+    /// `KimiError::Channels` / `EmptyImage` for a header outside the shapes a
+    /// view admits (the routers never produce one).
+    pub fn encoded(data: &'a [u8], header: Header) -> Result<Self, KimiError> {
+        check_shape(header.width, header.height, header.channels)?;
+        Ok(Self {
+            encoded: Some(header),
+            ..Self::unchecked(data, header.width, header.height, header.channels)
+        })
+    }
+
     /// A view of pixels the crate made itself, whose length is
     /// `width * height * channels` by construction (checked in debug builds).
     pub(crate) fn from_parts(data: &'a [u8], width: usize, height: usize, channels: usize) -> Self {
         debug_assert_eq!(data.len(), width * height * channels);
+        Self::unchecked(data, width, height, channels)
+    }
+
+    /// The view of `data` with this shape and no marks, unchecked.
+    fn unchecked(data: &'a [u8], width: usize, height: usize, channels: usize) -> Self {
         Self {
             data,
             width,
@@ -112,6 +142,7 @@ impl<'a> ImageView<'a> {
             pre_resized: None,
             target: None,
             chunk_frames: None,
+            encoded: None,
         }
     }
 

@@ -7,13 +7,15 @@
 //! as 8-bit `L` (1 channel), `LA` (2), `RGB` (3) or `RGBA` (4).
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 
 use crate::composite::{composite, premultiply, unpremultiply};
+use crate::decode::{decode_into, Limits};
 use crate::config::{FillStage, MediaProcConfig, PillowCompat};
 use crate::error::KimiError;
 use crate::geometry::{self, navit_resize_config, ResizeConfig};
 use crate::image::ImageView;
-use rayon::iter::{IntoParallelIterator, ParallelIterator};
+use rayon::iter::{IndexedParallelIterator, IntoParallelIterator, ParallelIterator};
 
 use crate::normalize::{pad_normalize_patchify, NormalizeLut, OutputValue, ValueTable};
 use crate::options::{Options, OutputDtype};
@@ -222,6 +224,64 @@ fn run_image<T: OutputValue>(
     );
 }
 
+/// Bytes of decoded pixels a worker thread keeps between images (a 12 MP RGB
+/// photo is 36 MB); a larger buffer is freed after its image.
+const KEPT_DECODE_BYTES: usize = 64 << 20;
+
+thread_local! {
+    /// The decode buffer of this thread, reused so that a photo's decode does
+    /// not fault in fresh pages every time.
+    static DECODED: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// [`run_image`] of a view of pixels, or of an encoded view
+/// ([`ImageView::encoded`]) decoded first into this thread's buffer.
+///
+/// # Errors
+/// Any error of [`decode_into`]; `KimiError::Allocation` when the decode
+/// buffer cannot be allocated.
+#[allow(clippy::too_many_arguments)]
+fn run_view<T: OutputValue>(
+    image: &ImageView<'_>,
+    r: &ResizeConfig,
+    cfg: &MediaProcConfig,
+    table: &ValueTable<T>,
+    compat: PillowCompat,
+    run: Execution,
+    out: &mut [T],
+) -> Result<(), KimiError> {
+    let Some(header) = image.encoded else {
+        run_image(image, r, cfg, table, compat, run, out);
+        return Ok(());
+    };
+    let len = header.decoded_len()?;
+    // Taken, not borrowed: a job stolen by this thread while the image's own
+    // bands run (rayon) finds it empty and decodes into a buffer of its own.
+    let mut buffer = DECODED.take();
+    if buffer.len() < len {
+        buffer
+            .try_reserve_exact(len - buffer.len())
+            .map_err(|e| KimiError::DecodeAllocation {
+                width: header.width,
+                height: header.height,
+                channels: header.channels,
+                reason: e.to_string(),
+            })?;
+        buffer.resize(len, 0);
+    }
+    decode_into(image.data, &header, &Limits::default(), &mut buffer[..len])?;
+    let pixels = ImageView {
+        data: &buffer[..len],
+        encoded: None,
+        ..*image
+    };
+    run_image(&pixels, r, cfg, table, compat, run, out);
+    if buffer.capacity() <= KEPT_DECODE_BYTES {
+        DECODED.set(buffer);
+    }
+    Ok(())
+}
+
 /// The sizing of a whole batch, computed before any pixel work.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BatchPlan {
@@ -342,7 +402,9 @@ pub fn plan_batch(images: &[ImageView<'_>], cfg: &MediaProcConfig) -> Result<Bat
 ///
 /// # Errors
 /// `KimiError::OutShape` when `out` has the wrong length; `KimiError::Threads`
-/// when a thread pool cannot be started.
+/// when a thread pool cannot be started; `KimiError::AtImage` (the first
+/// failing image's index and error) when an encoded image
+/// ([`ImageView::encoded`]) cannot be decoded.
 #[allow(clippy::too_many_arguments)]
 pub fn run_batch<T: OutputValue>(
     images: &[ImageView<'_>],
@@ -400,20 +462,24 @@ pub fn run_batch_with<T: OutputValue>(
             .zip(&plan.resize_configs)
             .zip(slices)
             .collect();
-        let job = |((image, r), o): ((&ImageView<'_>, &ResizeConfig), &mut [T])| {
-            run_image(image, r, cfg, table, compat, run, o);
+        let job = |(index, ((image, r), o)): (usize, ((&ImageView<'_>, &ResizeConfig), &mut [T]))| {
+            run_view(image, r, cfg, table, compat, run, o).map_err(|error| KimiError::AtImage {
+                index,
+                error: Box::new(error),
+            })
         };
-        if run.parallel {
-            jobs.into_par_iter().for_each(job);
+        // Every image runs; the error of the first failing one is returned.
+        let results: Vec<Result<(), KimiError>> = if run.parallel {
+            jobs.into_par_iter().enumerate().map(job).collect()
         } else {
-            jobs.into_iter().for_each(job);
-        }
+            jobs.into_iter().enumerate().map(job).collect()
+        };
+        results.into_iter().collect::<Result<(), KimiError>>()
     };
     if run.parallel {
-        install(threads, work).map_err(KimiError::Threads)
+        install(threads, work).map_err(KimiError::Threads)?
     } else {
-        work();
-        Ok(())
+        work()
     }
 }
 
@@ -657,7 +723,8 @@ fn zeroed<T: OutputValue>(n: usize, shape: [usize; 4]) -> Result<Vec<T>, KimiErr
 /// Raised before any pixel is written: any error of [`plan_batch`];
 /// `KimiError::OutDtype`, `OutRank` or `OutShape` for a wrong caller buffer;
 /// `KimiError::Allocation` when a new buffer cannot be allocated. Then
-/// `KimiError::Threads` when the thread pool cannot be started.
+/// `KimiError::Threads` when the thread pool cannot be started, and
+/// `KimiError::AtImage` for an encoded image that cannot be decoded.
 pub fn preprocess_into(
     images: &[ImageView<'_>],
     config: &MediaProcConfig,

@@ -37,7 +37,12 @@ from .errors import ConfigError, ImageError, ImageTooLargeError, KimiK3Error
 
 if TYPE_CHECKING:  # resolved at run time by __getattr__ (no transformers import here)
     from .hf import KimiK3VisionProcessor
-from .options import DEFAULT_MAX_IMAGE_PIXELS, NUM_THREADS_ENV
+from .native_decode import DECODE_ENV, decode_path
+from .options import (
+    DEFAULT_MAX_DECODED_BYTES,
+    DEFAULT_MAX_IMAGE_PIXELS,
+    NUM_THREADS_ENV,
+)
 from .processor import preprocess
 from .sizing import count_image_tokens, navit_resize_config
 from .video import (
@@ -49,6 +54,8 @@ from .video import (
 )
 
 __all__ = [
+    "DECODE_ENV",
+    "DEFAULT_MAX_DECODED_BYTES",
     "DEFAULT_MAX_IMAGE_PIXELS",
     "KIMI_K3_MEDIA_PROC_CFG",
     "KIMI_K25_MEDIA_PROC_CFG",
@@ -68,6 +75,7 @@ __all__ = [
     "build_profile",
     "count_image_tokens",
     "count_video_chunk_tokens",
+    "decode_path",
     "kimi_k3_media_proc_cfg",
     "kimi_k25_media_proc_cfg",
     "load_media_proc_cfg",

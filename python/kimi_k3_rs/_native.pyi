@@ -12,6 +12,7 @@ import numpy.typing as npt
 
 __all__ = [
     "ConfigError",
+    "EncodedImage",
     "ImageError",
     "ImageTooLargeError",
     "KimiK3Error",
@@ -30,6 +31,7 @@ __all__ = [
     "navit_resize_video_chunk",
     "preprocess",
     "resize_bicubic",
+    "route_encoded",
     "simd_path",
     "size_items",
 ]
@@ -134,6 +136,22 @@ def navit_resize_video_chunk(
 def composite(image: npt.NDArray[np.uint8], config: MediaProcConfig, /) -> npt.NDArray[np.uint8]:
     """fill_transparent_bg_with of an HxWx4 / HxWx2 uint8 array: HxWx3 / HxWx1."""
 
+@final
+class EncodedImage:
+    """A JPEG / PNG file the core decodes itself (``route_encoded``'s result)."""
+
+    @property
+    def format(self) -> str: ...
+    @property
+    def size(self) -> tuple[int, int]: ...
+    @property
+    def mode(self) -> str: ...
+    @property
+    def decoded_bytes(self) -> int: ...
+
+def route_encoded(data: bytes, /, *, exif_transpose: bool = False) -> EncodedImage | str | None:
+    """EncodedImage (native), the reason Pillow decodes it (str), or None (not JPEG/PNG)."""
+
 def load_libjpeg(path: str | os.PathLike[str], /) -> str:
     """Load the libjpeg the installed Pillow links; its description. OSError when unusable."""
 
@@ -144,7 +162,7 @@ def image_size(image: npt.NDArray[Any], /) -> tuple[int, int]:
     """(width, height) of a uint8 HxW / HxWxC array, checked as preprocess checks it."""
 
 def preprocess(
-    images: list[npt.NDArray[Any]],
+    images: list[npt.NDArray[Any] | EncodedImage],
     config: MediaProcConfig,
     options: Options,
     *,

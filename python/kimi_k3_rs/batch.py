@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -15,10 +16,11 @@ import numpy.typing as npt
 
 from . import _native, errors
 from .config import MediaProcConfig
-from .decoding import _loaded
+from .decoding import _PILLOW_PIXEL_BYTES, _check_decoded_bytes, _check_pixels, _loaded
 from .errors import _DECODE_ERRORS, ImageError
 from .inputs import _unwrap_media
 from .modes import _pixels
+from .native_decode import _route
 from .options import _from_native, _Options
 from .video import _chunk_frames, _is_video_chunk, _rgb_frame
 
@@ -35,6 +37,26 @@ def _naming(index: int) -> Iterator[None]:
         raise errors.at_image(index, errors.unreadable(exc)) from exc
 
 
+def _load(
+    image: Any, index: int, cfg: MediaProcConfig, opts: _Options
+) -> tuple[np.ndarray, tuple[int, int, int, int, int] | None]:
+    """One input the core cannot decode itself, decoded (Pillow), with its mode steps
+    (:func:`kimi_k3_rs.modes._pixels`): ``(uint8 array, its sizing if already resized)``."""
+    with _naming(index), _loaded(image, opts.exif_transpose, opts.max_image_pixels, opts.max_decoded_bytes) as loaded:
+        return _pixels(loaded, cfg, opts.native)
+
+
+def _routed(item: Any, index: int, opts: _Options) -> tuple[Any, _native.EncodedImage | None]:
+    """:func:`kimi_k3_rs.native_decode._route` of one item's image, with the limits of
+    ``opts`` applied to a natively decoded file's header."""
+    with _naming(index):
+        data, encoded = _route(_unwrap_media(item), opts.exif_transpose)
+        if encoded is not None:
+            _check_pixels(encoded.size, opts.max_image_pixels)
+            _check_decoded_bytes(encoded.size, _PILLOW_PIXEL_BYTES.get(encoded.mode, 4), opts.max_decoded_bytes)
+    return data, encoded
+
+
 def _run(
     images: Sequence[Any],
     cfg: MediaProcConfig,
@@ -45,12 +67,18 @@ def _run(
     """Load every image (and every frame of a ``video_chunk`` item), then preprocess the
     batch in one native call; a chunk's frames are consecutive arrays, one item there.
 
+    JPEG and PNG files that the core decodes itself (:mod:`kimi_k3_rs.native_decode`)
+    go to it encoded, and are decoded in the native call, in parallel with the GIL
+    released. The rest are decoded by Pillow here, on ``num_threads`` threads when
+    there are several (Pillow releases the GIL while it decodes).
+
     ``indices``: the numbers errors give the images (their batch positions by default).
     """
-    arrays: list[np.ndarray] = []
+    arrays: list[Any] = []
     resized: list[tuple[int, int, int, int, int] | None] = []
     names: list[int] = []  # the item index of every array
     chunks: list[tuple[int, int]] = []  # (first array, frames) of every video chunk
+    pending: list[tuple[int, Any, int]] = []  # (array slot, input, index) left to Pillow
     for position, item in enumerate(images):
         index = position if indices is None else indices[position]
         if _is_video_chunk(item):
@@ -58,16 +86,26 @@ def _run(
                 frames = _chunk_frames(item, cfg)
             chunks.append((len(arrays), len(frames)))
             for frame in frames:
-                with _naming(index), _loaded(frame, opts.exif_transpose, opts.max_image_pixels) as image:
+                with _naming(index), _loaded(
+                    frame, opts.exif_transpose, opts.max_image_pixels, opts.max_decoded_bytes
+                ) as image:
                     arrays.append(_rgb_frame(image))
                 resized.append(None)
                 names.append(index)
             continue
-        with _naming(index), _loaded(_unwrap_media(item), opts.exif_transpose, opts.max_image_pixels) as image:
-            array, sizing = _pixels(image, cfg, opts.native)
-        arrays.append(array)
-        resized.append(sizing)
+        data, encoded = _routed(item, index, opts)
+        if encoded is None:
+            pending.append((len(arrays), data, index))
+        arrays.append(encoded)
+        resized.append(None)
         names.append(index)
+    if opts.num_threads > 1 and len(pending) > 1:
+        with ThreadPoolExecutor(min(opts.num_threads, len(pending))) as pool:
+            loads = list(pool.map(lambda job: _load(job[1], job[2], cfg, opts), pending))
+    else:
+        loads = [_load(data, index, cfg, opts) for _, data, index in pending]
+    for (slot, _, _), (array, sizing) in zip(pending, loads):
+        arrays[slot], resized[slot] = array, sizing
     pixel_values, grid_thws = _native.preprocess(
         arrays, cfg.native, opts.native, resized=resized, out=out, indices=names, chunks=chunks
     )

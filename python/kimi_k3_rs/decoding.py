@@ -62,13 +62,32 @@ def _check_pixels(size: tuple[int, int], max_image_pixels: int | None, what: str
         raise errors.too_many_pixels(what, width, height, max_image_pixels)
 
 
+#: Bytes per pixel of Pillow's storage of each mode (``libImaging/Storage.c``):
+#: 1-band 8-bit modes take 1, the 16-bit ones 2, every other mode 4.
+_PILLOW_PIXEL_BYTES = {"1": 1, "L": 1, "P": 1, "I;16": 2, "I;16L": 2, "I;16B": 2, "I;16N": 2}
+
+
+def _check_decoded_bytes(
+    size: tuple[int, int], pixel_bytes: int, max_decoded_bytes: int | None
+) -> None:
+    """Refuse encoded data whose header size decodes to more than ``max_decoded_bytes``
+    bytes (``width * height * pixel_bytes``, one frame)."""
+    width, height = size
+    if max_decoded_bytes is not None and width * height * pixel_bytes > max_decoded_bytes:
+        raise errors.too_many_decoded_bytes(width, height, width * height * pixel_bytes, max_decoded_bytes)
+
+
 @contextlib.contextmanager
 def _loaded(
-    data: Any, exif_transpose: bool = False, max_image_pixels: int | None = None
+    data: Any,
+    exif_transpose: bool = False,
+    max_image_pixels: int | None = None,
+    max_decoded_bytes: int | None = None,
 ) -> Iterator[Image.Image | np.ndarray]:
     """Yield the image of ``data`` (a PIL image or a uint8 array); a file this function
     opened is closed afterwards. Tensors become numpy views; EXIF is applied on request;
-    encoded data over ``max_image_pixels`` is refused from its header."""
+    encoded data over ``max_image_pixels`` or ``max_decoded_bytes`` is refused from its
+    header."""
     if isinstance(data, np.ndarray):
         yield data
         return
@@ -80,6 +99,7 @@ def _loaded(
         return
     with _open_encoded(_encoded_source(data), max_image_pixels) as image:
         _check_pixels(image.size, max_image_pixels)
+        _check_decoded_bytes(image.size, _PILLOW_PIXEL_BYTES.get(image.mode, 4), max_decoded_bytes)
         yield _apply_exif(image, exif_transpose)
 
 

@@ -129,6 +129,7 @@ def prepare_kimi_k3_encoder_inputs(
     dtype: str | None = None,
     num_threads: int | None = None,
     max_image_pixels: int | None | _Unset = _UNSET,
+    max_decoded_bytes: int | None | _Unset = _UNSET,
 ) -> KimiK3EncoderInputs:
     """Compute every image's geometry up front; defer pixel work to ``materialize``.
 
@@ -145,8 +146,8 @@ def prepare_kimi_k3_encoder_inputs(
             attribute (e.g. :class:`KimiK3VisionProcessor`) or the dict itself. Given a
             :class:`KimiK3VisionProcessor`, its validated config and its options are
             used, so ``materialize`` gives exactly what its ``preprocess`` gives.
-        pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels: as
-            :func:`preprocess`, for ``materialize``; when not given, the processor's
+        pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels,
+            max_decoded_bytes: as :func:`preprocess`, for ``materialize``; when not given, the processor's
             own (a :class:`KimiK3VisionProcessor`), else :func:`preprocess`'s defaults.
             The sizes follow ``exif_transpose`` (orientations 5..8 swap the sides).
 
@@ -166,7 +167,7 @@ def prepare_kimi_k3_encoder_inputs(
         image_processor_or_media_proc_cfg,
         _K3,
         KimiK3EncoderInputs,
-        (pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels),
+        (pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels, max_decoded_bytes),
     )
 
 
@@ -179,6 +180,7 @@ def prepare_kimi_k25_encoder_inputs(
     dtype: str | None = None,
     num_threads: int | None = None,
     max_image_pixels: int | None | _Unset = _UNSET,
+    max_decoded_bytes: int | None | _Unset = _UNSET,
 ) -> KimiK25EncoderInputs:
     """Kimi-K2.5's deferred entry: every image's geometry up front, pixels on demand.
 
@@ -198,8 +200,8 @@ def prepare_kimi_k25_encoder_inputs(
         image_processor_or_media_proc_cfg: an object with a ``media_proc_cfg`` dict
             attribute (e.g. :class:`KimiK3VisionProcessor`, whose config and options are
             used) or the dict itself.
-        pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels: as
-            :func:`prepare_kimi_k3_encoder_inputs`.
+        pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels,
+            max_decoded_bytes: as :func:`prepare_kimi_k3_encoder_inputs`.
 
     Returns:
         A :class:`KimiK25EncoderInputs`: ``grid_thws`` int64 ``[n, 3]``, per image
@@ -225,7 +227,7 @@ def prepare_kimi_k25_encoder_inputs(
         image_processor_or_media_proc_cfg,
         _K25,
         KimiK25EncoderInputs,
-        (pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels),
+        (pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels, max_decoded_bytes),
     )
 
 
@@ -270,11 +272,11 @@ def _prepare(
     processor: Any,
     flavour: _Flavour,
     result: type[_Result],
-    overrides: tuple[Any, Any, Any, Any, Any],
+    overrides: tuple[Any, Any, Any, Any, Any, Any],
 ) -> _Result:
     """The deferred flow of both entries (see :func:`prepare_kimi_k3_encoder_inputs`);
     ``result``: the class returned (its grid message)."""
-    pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels = overrides
+    pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels, max_decoded_bytes = overrides
     if isinstance(processor, KimiK3VisionProcessor):
         cfg = processor.config
         base = processor.options
@@ -295,6 +297,7 @@ def _prepare(
         base.dtype if dtype is None else dtype,
         base.num_threads if num_threads is None else num_threads,
         base.max_image_pixels if max_image_pixels is _UNSET else max_image_pixels,
+        base.max_decoded_bytes if max_decoded_bytes is _UNSET else max_decoded_bytes,
     )
     # per item: what materialize preprocesses, its content hash, what it is sized from
     # (the image, or a chunk's frame 0), and its frame count (0 for an image)

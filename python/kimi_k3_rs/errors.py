@@ -163,6 +163,25 @@ def bad_env_threads(variable: str, value: str) -> KimiK3Error:
     return KimiK3Error(f"{variable} must be an integer in 1..=1024, got {abbreviate(value)}")
 
 
+def bad_decode_env(name: str, value: str) -> KimiK3Error:
+    """``KIMI_K3_RS_DECODE`` is set to something other than ``auto`` or ``pillow``."""
+    return KimiK3Error(f"{name} must be 'auto' or 'pillow', got {abbreviate(value)}")
+
+
+def bad_max_decoded_bytes(value: Any) -> KimiK3Error:
+    """``max_decoded_bytes`` is not a positive int or None."""
+    return KimiK3Error(f"max_decoded_bytes must be a positive int or None, got {abbreviate(value)}")
+
+
+def too_many_decoded_bytes(width: int, height: int, nbytes: int, max_decoded_bytes: int) -> ImageTooLargeError:
+    """A header's size decodes to more than ``max_decoded_bytes`` bytes."""
+    return ImageTooLargeError(
+        f"image of {width}x{height} decodes to {nbytes} bytes, over "
+        f"max_decoded_bytes={max_decoded_bytes} (a decompression bomb?); "
+        "pass a larger max_decoded_bytes, or None, to decode it"
+    )
+
+
 def bad_max_image_pixels(value: Any) -> KimiK3Error:
     """``max_image_pixels`` is not a positive int or None."""
     return KimiK3Error(f"max_image_pixels must be a positive int or None, got {abbreviate(value)}")

@@ -47,7 +47,12 @@ from .hub import (
     _write_config,
 )
 from .inputs import _as_list
-from .options import _UNSET, DEFAULT_MAX_IMAGE_PIXELS, _Options
+from .options import (
+    _UNSET,
+    DEFAULT_MAX_DECODED_BYTES,
+    DEFAULT_MAX_IMAGE_PIXELS,
+    _Options,
+)
 from .sizing import _resize_dict
 
 __all__ = ["PREPROCESSOR_CONFIG_NAME", "KimiK3VisionProcessor"]
@@ -78,7 +83,8 @@ class KimiK3VisionProcessor:
         pillow_compat: ``"auto"``, ``"12"`` or ``"13"`` (see :func:`preprocess`).
         exif_transpose: apply EXIF orientation to PIL and decoded images (default
             False, as the checkpoint; see :func:`preprocess`).
-        dtype, num_threads, max_image_pixels: as :func:`preprocess`, for every call.
+        dtype, num_threads, max_image_pixels, max_decoded_bytes: as :func:`preprocess`,
+            for every call.
 
     Raises:
         ValueError / TypeError: as :meth:`MediaProcConfig.from_dict` and the options
@@ -94,11 +100,14 @@ class KimiK3VisionProcessor:
         dtype: str = "float32",
         num_threads: int | None = None,
         max_image_pixels: int | None = DEFAULT_MAX_IMAGE_PIXELS,
+        max_decoded_bytes: int | None = DEFAULT_MAX_DECODED_BYTES,
     ) -> None:
         super().__init__()  # BaseImageProcessor's, in the transformers subclass
         self.config = MediaProcConfig.from_dict(media_proc_cfg)
         self._media_proc_cfg: dict[str, Any] = copy.deepcopy(dict(media_proc_cfg))
-        self.options = _Options.make(pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels)
+        self.options = _Options.make(
+            pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels, max_decoded_bytes
+        )
         self._flavour = _flavour(self._media_proc_cfg)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> KimiK3VisionProcessor:

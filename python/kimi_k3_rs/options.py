@@ -17,13 +17,21 @@ from PIL import Image
 from . import _native, errors
 from .config import resolve_pillow_compat
 
-__all__ = ["DEFAULT_MAX_IMAGE_PIXELS", "NUM_THREADS_ENV"]
+__all__ = ["DEFAULT_MAX_DECODED_BYTES", "DEFAULT_MAX_IMAGE_PIXELS", "NUM_THREADS_ENV"]
 
 #: Default ``max_image_pixels``: the size at which Pillow itself raises
 #: ``DecompressionBombError`` (2 x ``PIL.Image.MAX_IMAGE_PIXELS`` at import time).
 DEFAULT_MAX_IMAGE_PIXELS: int | None = (
     2 * Image.MAX_IMAGE_PIXELS if Image.MAX_IMAGE_PIXELS is not None else None
 )
+
+#: Default ``max_decoded_bytes``: 1 GiB of decoded pixels per image.
+DEFAULT_MAX_DECODED_BYTES: int | None = 1 << 30
+
+
+def _check_limit(value: Any) -> bool:
+    """Whether ``value`` is a valid limit: a positive int (not a bool) or None."""
+    return value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 1)
 
 
 def _check_flag(name: str, value: Any) -> bool:
@@ -66,9 +74,17 @@ class _Options:
     native: _native.Options
     exif_transpose: bool = False
     max_image_pixels: int | None = DEFAULT_MAX_IMAGE_PIXELS
+    max_decoded_bytes: int | None = DEFAULT_MAX_DECODED_BYTES
 
-    def _key(self) -> tuple[str, str, int, bool, int | None]:
-        return (self.compat, self.dtype, self.num_threads, self.exif_transpose, self.max_image_pixels)
+    def _key(self) -> tuple[str, str, int, bool, int | None, int | None]:
+        return (
+            self.compat,
+            self.dtype,
+            self.num_threads,
+            self.exif_transpose,
+            self.max_image_pixels,
+            self.max_decoded_bytes,
+        )
 
     def __eq__(self, other: object) -> bool:
         """Equal when every option is (``native`` compared by its values, so copies and
@@ -103,18 +119,20 @@ class _Options:
         dtype: Any = "float32",
         num_threads: Any = None,
         max_image_pixels: Any = DEFAULT_MAX_IMAGE_PIXELS,
+        max_decoded_bytes: Any = DEFAULT_MAX_DECODED_BYTES,
     ) -> _Options:
         native = _native.Options(
             resolve_pillow_compat(pillow_compat), dtype, _env_threads() if num_threads is None else num_threads
         )
-        if max_image_pixels is not None and (
-            isinstance(max_image_pixels, bool) or not isinstance(max_image_pixels, int) or max_image_pixels < 1
-        ):
+        if not _check_limit(max_image_pixels):
             raise errors.bad_max_image_pixels(max_image_pixels)
+        if not _check_limit(max_decoded_bytes):
+            raise errors.bad_max_decoded_bytes(max_decoded_bytes)
         return cls(
             native=native,
             exif_transpose=_check_flag("exif_transpose", exif_transpose),
             max_image_pixels=max_image_pixels,
+            max_decoded_bytes=max_decoded_bytes,
         )
 
 

@@ -26,10 +26,16 @@ from .hf import PREPROCESSOR_CONFIG_NAME
 if TYPE_CHECKING:  # resolved at run time by __getattr__ (no transformers import here)
     from .hf import KimiK3VisionProcessor
 from .inputs import _as_list
-from .options import DEFAULT_MAX_IMAGE_PIXELS, NUM_THREADS_ENV, _Options
+from .options import (
+    DEFAULT_MAX_DECODED_BYTES,
+    DEFAULT_MAX_IMAGE_PIXELS,
+    NUM_THREADS_ENV,
+    _Options,
+)
 from .sizing import count_image_tokens, navit_resize_config
 
 __all__ = [
+    "DEFAULT_MAX_DECODED_BYTES",
     "DEFAULT_MAX_IMAGE_PIXELS",
     "NUM_THREADS_ENV",
     "PREPROCESSOR_CONFIG_NAME",
@@ -53,6 +59,7 @@ def preprocess(
     num_threads: int | None = None,
     out: np.ndarray | None = None,
     max_image_pixels: int | None = DEFAULT_MAX_IMAGE_PIXELS,
+    max_decoded_bytes: int | None = DEFAULT_MAX_DECODED_BYTES,
 ) -> dict[str, np.ndarray]:
     """Preprocess images exactly as the Kimi-K3 / K2.5 checkpoint processor does.
 
@@ -125,6 +132,10 @@ def preprocess(
             claims more pixels, before decoding (default: 2 x
             ``PIL.Image.MAX_IMAGE_PIXELS`` = 178,956,970, where Pillow itself refuses);
             None turns the check off. Arrays, tensors and PIL images are not limited.
+        max_decoded_bytes: refuse encoded inputs whose header size decodes to more
+            bytes (width x height x Pillow's bytes per pixel, first frame), before
+            decoding, on the native and the Pillow path alike (default 1 GiB); None
+            turns the check off.
 
     Returns:
         ``{"pixel_values": [N, 3, patch_size, patch_size] of ``dtype``,
@@ -167,7 +178,7 @@ def preprocess(
         ((256, 3, 14, 14), [[1, 16, 16]])
     """
     cfg = MediaProcConfig.from_dict(media_proc_cfg)
-    opts = _Options.make(pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels)
+    opts = _Options.make(pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels, max_decoded_bytes)
     pixel_values, grid_thws = _run(_as_list(images), cfg, opts, out)
     return {"pixel_values": pixel_values, "grid_thws": grid_thws}
 

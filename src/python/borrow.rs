@@ -10,6 +10,7 @@ use numpy::{
 use numpy::{PyReadonlyArrayDyn, PyReadwriteArrayDyn};
 use pyo3::prelude::*;
 
+use super::decode::PyEncodedImage;
 use super::errors::{abbreviate_value, at_image, to_py_err};
 use crate::error::KimiError;
 use crate::options::OutputDtype;
@@ -36,7 +37,7 @@ pub(crate) enum Names<'a> {
 
 impl Names<'_> {
     /// `err` raised for image `k`.
-    fn error(self, k: usize, err: KimiError) -> PyErr {
+    pub(crate) fn error(self, k: usize, err: KimiError) -> PyErr {
         match self {
             Names::Lone => to_py_err(err),
             Names::Batch(names) => {
@@ -44,6 +45,40 @@ impl Names<'_> {
             }
         }
     }
+}
+
+/// A read-only borrow of one uint8 `HxW` / `HxWxC` array, image `k` of `names`.
+fn borrow_array<'py>(
+    k: usize,
+    image: &Bound<'py, PyAny>,
+    names: Names<'_>,
+) -> PyResult<PyReadonlyArrayDyn<'py, u8>> {
+    let array = image.cast::<PyUntypedArray>().map_err(|_| {
+        names.error(
+            k,
+            KimiError::NotAnArray {
+                what: "the image".to_owned(),
+                got: abbreviate_value(image),
+            },
+        )
+    })?;
+    let typed = array.cast::<PyArrayDyn<u8>>().map_err(|_| {
+        let dtype = crate::error::abbreviate(&dtype_name(array));
+        names.error(k, KimiError::PixelDtype(dtype))
+    })?;
+    if !matches!(array.ndim(), 2 | 3) {
+        let shape = crate::error::py_tuple(array.shape());
+        return Err(names.error(k, KimiError::ImageShape { shape }));
+    }
+    typed.try_readonly().map_err(|e| {
+        names.error(
+            k,
+            KimiError::Busy {
+                what: "the array".to_owned(),
+                reason: e.to_string(),
+            },
+        )
+    })
 }
 
 /// Read-only borrows of a batch of uint8 `HxW` / `HxWxC` arrays.
@@ -54,34 +89,7 @@ pub(crate) fn borrow_images<'py>(
     images
         .iter()
         .enumerate()
-        .map(|(k, image)| {
-            let array = image.cast::<PyUntypedArray>().map_err(|_| {
-                names.error(
-                    k,
-                    KimiError::NotAnArray {
-                        what: "the image".to_owned(),
-                        got: abbreviate_value(image),
-                    },
-                )
-            })?;
-            let typed = array.cast::<PyArrayDyn<u8>>().map_err(|_| {
-                let dtype = crate::error::abbreviate(&dtype_name(array));
-                names.error(k, KimiError::PixelDtype(dtype))
-            })?;
-            if !matches!(array.ndim(), 2 | 3) {
-                let shape = crate::error::py_tuple(array.shape());
-                return Err(names.error(k, KimiError::ImageShape { shape }));
-            }
-            typed.try_readonly().map_err(|e| {
-                names.error(
-                    k,
-                    KimiError::Busy {
-                        what: "the array".to_owned(),
-                        reason: e.to_string(),
-                    },
-                )
-            })
-        })
+        .map(|(k, image)| borrow_array(k, image, names))
         .collect()
 }
 
@@ -95,6 +103,24 @@ pub(crate) fn hwc(shape: &[usize]) -> (usize, usize, usize) {
     }
 }
 
+/// The core view of borrowed array `k` (no copy).
+fn array_view<'a>(
+    k: usize,
+    array: &'a PyReadonlyArrayDyn<'_, u8>,
+    names: Names<'_>,
+) -> PyResult<ImageView<'a>> {
+    let (height, width, channels) = hwc(array.shape());
+    let data = array.as_slice().map_err(|_| {
+        names.error(
+            k,
+            KimiError::NotContiguous {
+                what: "the array".to_owned(),
+            },
+        )
+    })?;
+    ImageView::new(data, width, height, channels).map_err(|e| names.error(k, e))
+}
+
 /// Core views of borrowed arrays (no copy).
 pub(crate) fn image_views<'a>(
     arrays: &'a [PyReadonlyArrayDyn<'_, u8>],
@@ -103,17 +129,51 @@ pub(crate) fn image_views<'a>(
     arrays
         .iter()
         .enumerate()
-        .map(|(k, array)| {
-            let (height, width, channels) = hwc(array.shape());
-            let data = array.as_slice().map_err(|_| {
-                names.error(
-                    k,
-                    KimiError::NotContiguous {
-                        what: "the array".to_owned(),
-                    },
-                )
-            })?;
-            ImageView::new(data, width, height, channels).map_err(|e| names.error(k, e))
+        .map(|(k, array)| array_view(k, array, names))
+        .collect()
+}
+
+/// One image of a `preprocess` batch: a borrowed array, or an encoded file
+/// routed to the native decoders.
+pub(crate) enum Borrowed<'py> {
+    /// A uint8 `HxW` / `HxWxC` array.
+    Array(PyReadonlyArrayDyn<'py, u8>),
+    /// An encoded file (its bytes are immutable).
+    Encoded(Bound<'py, PyEncodedImage>),
+}
+
+/// Borrow a `preprocess` batch: arrays, and `EncodedImage`s.
+pub(crate) fn borrow_batch<'py>(
+    images: &[Bound<'py, PyAny>],
+    names: Names<'_>,
+) -> PyResult<Vec<Borrowed<'py>>> {
+    images
+        .iter()
+        .enumerate()
+        .map(|(k, image)| match image.cast::<PyEncodedImage>() {
+            Ok(encoded) => Ok(Borrowed::Encoded(encoded.clone())),
+            Err(_) => borrow_array(k, image, names).map(Borrowed::Array),
+        })
+        .collect()
+}
+
+/// Core views of a borrowed batch (no copy: an encoded file is decoded when
+/// the pipeline runs it).
+pub(crate) fn batch_views<'a>(
+    py: Python<'_>,
+    images: &'a [Borrowed<'_>],
+    names: Names<'_>,
+) -> PyResult<Vec<ImageView<'a>>> {
+    images
+        .iter()
+        .enumerate()
+        .map(|(k, image)| match image {
+            Borrowed::Array(array) => array_view(k, array, names),
+            Borrowed::Encoded(encoded) => {
+                let encoded = encoded.get();
+                ImageView::encoded(encoded.data.as_bytes(py), encoded.header)
+                    .map_err(|e| names.error(k, e))
+            }
         })
         .collect()
 }

@@ -3,9 +3,81 @@
 
 use numpy::{IntoPyArray, PyArrayMethods};
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
 
 use super::errors::to_py_err;
-use crate::decode::{self, Limits, Route};
+use crate::decode::{self, Header, Limits, Route};
+
+/// An encoded JPEG or PNG file that the native decoders will decode, with the
+/// size and mode its headers give (the result of `route_encoded`); `preprocess`
+/// takes it in place of an array and decodes it with the GIL released.
+#[pyclass(frozen, name = "EncodedImage", module = "kimi_k3_rs._native")]
+pub(crate) struct PyEncodedImage {
+    pub(crate) data: Py<PyBytes>,
+    pub(crate) header: Header,
+}
+
+#[pymethods]
+impl PyEncodedImage {
+    /// `"JPEG"` or `"PNG"`.
+    #[getter]
+    fn format(&self) -> &'static str {
+        self.header.format.name()
+    }
+
+    /// `(width, height)` in pixels, from the headers.
+    #[getter]
+    fn size(&self) -> (usize, usize) {
+        (self.header.width, self.header.height)
+    }
+
+    /// Pillow's mode of the decoded pixels: `L`, `LA`, `RGB` or `RGBA`.
+    #[getter]
+    fn mode(&self) -> &'static str {
+        ["L", "LA", "RGB", "RGBA"][self.header.channels - 1]
+    }
+
+    /// Bytes of the decoded pixels (`width * height * channels`).
+    #[getter]
+    fn decoded_bytes(&self) -> PyResult<usize> {
+        self.header.decoded_len().map_err(to_py_err)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<EncodedImage {} {} {}x{}>",
+            self.format(),
+            self.mode(),
+            self.header.width,
+            self.header.height
+        )
+    }
+}
+
+/// Route one encoded file from its headers: an `EncodedImage` when the native
+/// decoders give Pillow's pixels for it, the reason (a `str`) when Pillow must
+/// decode it, `None` for a format other than JPEG and PNG. `ImageError` for
+/// corrupt headers or a progressive JPEG over the scan limit.
+#[pyfunction]
+#[pyo3(signature = (data, /, *, exif_transpose = false))]
+pub(crate) fn route_encoded<'py>(
+    py: Python<'py>,
+    data: Bound<'py, PyBytes>,
+    exif_transpose: bool,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let bytes = data.as_bytes();
+    let routed = py
+        .detach(|| decode::route(bytes, exif_transpose))
+        .map_err(to_py_err)?;
+    Ok(match routed {
+        None => None,
+        Some(Route::Pillow(reason)) => Some(reason.into_pyobject(py)?.into_any()),
+        Some(Route::Native(header)) => {
+            let data = data.unbind();
+            Some(Bound::new(py, PyEncodedImage { data, header })?.into_any())
+        }
+    })
+}
 
 /// Load the libjpeg at `path` (the one the installed Pillow links) for this
 /// process; returns its description. `OSError` when it cannot be used.

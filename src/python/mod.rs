@@ -20,7 +20,7 @@ use numpy::{
 };
 use pyo3::prelude::*;
 
-use borrow::{borrow_images, borrow_out, image_views, Names, OutArray};
+use borrow::{batch_views, borrow_batch, borrow_images, borrow_out, image_views, Names, OutArray};
 use config::PyMediaProcConfig;
 use errors::{at_image, to_py_err};
 
@@ -277,8 +277,8 @@ fn preprocess<'py>(
     chunks: Option<Vec<(usize, usize)>>,
 ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray2<i64>>)> {
     let names = Names::Batch(indices.as_deref());
-    let arrays = borrow_images(&images, names)?;
-    let mut views = image_views(&arrays, names)?;
+    let borrowed = borrow_batch(&images, names)?;
+    let mut views = batch_views(py, &borrowed, names)?;
     if let Some(resized) = resized {
         if resized.len() != views.len() {
             return Err(to_py_err(KimiError::PerImageLength {
@@ -340,7 +340,10 @@ fn preprocess<'py>(
             }))
         }
     }
-    .map_err(to_py_err)?;
+    .map_err(|e| match e {
+        KimiError::AtImage { index, error } => names.error(index, *error),
+        e => to_py_err(e),
+    })?;
     Ok((out, grid_array(py, &done.grid_thws)?))
 }
 
@@ -428,7 +431,7 @@ mod _native {
     use pyo3::prelude::*;
 
     #[pymodule_export]
-    use super::decode::{decode_image, load_libjpeg};
+    use super::decode::{decode_image, load_libjpeg, route_encoded, PyEncodedImage};
     #[pymodule_export]
     use super::errors::{abbreviate, ConfigError, ImageError, ImageTooLargeError, KimiK3Error};
     #[pymodule_export]
