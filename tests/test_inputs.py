@@ -607,3 +607,23 @@ def test_transparent_bg_defaults_inside_config():
     a = kimi_k3_rs.preprocess(img, cfg("kimi_k3", transparent_bg_config={"pattern": "chessboard"}))
     b = kimi_k3_rs.preprocess(img, cfg("kimi_k3"))  # published 8 / 180
     assert not np.array_equal(a["pixel_values"], b["pixel_values"])
+
+
+@pytest.mark.parametrize("exif_transpose", [False, True])
+@pytest.mark.parametrize("fmt", ["TIFF", "JPEG", "PNG", "WEBP"])
+def test_header_sizing_agrees_with_decoding_for_every_orientation(fmt, exif_transpose):
+    """Issue #13 (3): Pillow 13's TIFF plugin turns orientations 5..8 itself (its size
+    is already the turned one); the deferred sizing must not turn it again. For every
+    format and orientation the header sizes equal what ``preprocess`` decodes, and
+    ``materialize`` (which checks its grids) gives ``preprocess``'s values."""
+    image = Image.fromarray(np.random.default_rng(0).integers(0, 256, (60, 200, 3), dtype=np.uint8))
+    k3 = kimi_k3_rs.kimi_k3_media_proc_cfg()
+    for orientation in range(1, 9):
+        exif = Image.Exif()
+        exif[0x0112] = orientation
+        data = encode(image, fmt, exif=exif.tobytes())
+        want = kimi_k3_rs.preprocess(data, k3, exif_transpose=exif_transpose)
+        deferred = kimi_k3_rs.prepare_kimi_k3_encoder_inputs([data], k3, exif_transpose=exif_transpose)
+        assert deferred.grid_thws.tolist() == want["grid_thws"].tolist(), (orientation, deferred.grid_thws)
+        (pixel_values,) = deferred.materialize()
+        assert pixel_values.tobytes() == want["pixel_values"].tobytes()

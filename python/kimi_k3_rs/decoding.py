@@ -226,8 +226,27 @@ def _header_size(data: Any, exif_transpose: bool) -> tuple[int, int]:
 
 
 def _oriented_size(image: Image.Image, exif_transpose: bool) -> tuple[int, int]:
-    """``image.size``, swapped when ``exif_transpose`` would turn the image (5..8)."""
+    """``image.size``, swapped when ``exif_transpose`` would turn the image (5..8),
+    unless the format's plugin turns it itself when it loads (:func:`_turned_on_load`)."""
     width, height = image.size
-    if exif_transpose and _exif_orientation(image) in _SIDE_SWAPPING_ORIENTATIONS:
+    if (
+        exif_transpose
+        and _exif_orientation(image) in _SIDE_SWAPPING_ORIENTATIONS
+        and not _turned_on_load(image)
+    ):
         return height, width
     return width, height
+
+
+def _turned_on_load(image: Image.Image) -> bool:
+    """Whether the plugin applies the orientation itself when it loads, so that
+    ``image.size`` already is the turned size and ``ImageOps.exif_transpose`` then
+    finds nothing to do (Pillow 13's TIFF plugin: ``TiffImageFile._setup`` swaps the
+    size for orientations 5..8, ``load_end`` turns the pixels). Seen from the tiles:
+    they cover the stored raster, ``image.size`` with its sides swapped."""
+    extents = [tile[1] for tile in image.tile if tile[1] is not None]  # (x0, y0, x1, y1)
+    if not extents:
+        return False
+    stored = (max(e[2] for e in extents), max(e[3] for e in extents))
+    width, height = image.size
+    return width != height and stored == (height, width)
