@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import io
 import itertools
 import re
 import struct
@@ -652,3 +653,44 @@ def test_malformed_data_url_is_an_image_error_naming_its_index(url):
     media_proc_cfg = kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG
     with pytest.raises(kimi_k3_rs.ImageError, match=r"^image 1: "):
         kimi_k3_rs.preprocess([noise(30, 30, "RGB", 0), url], media_proc_cfg)
+
+
+def _ppm() -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (8, 6), (10, 20, 30)).save(buffer, "PPM")
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("stage", ["open", "load"])
+@pytest.mark.parametrize("kind", [AttributeError, RuntimeError, ZeroDivisionError, OSError])
+def test_any_plugin_fault_is_an_image_error_naming_the_image(stage, kind, monkeypatch):
+    """Issue #13 (6): whatever a Pillow plugin raises while it opens or decodes an input
+    (a SPIDER file gave AttributeError) is an ImageError naming the batch index, the
+    original chained."""
+    from PIL import PpmImagePlugin
+
+    fault = kind("'SpiderImageFile' object has no attribute 'stkoffset'")
+
+    def broken(self, *args):
+        raise fault
+
+    target = PpmImagePlugin.PpmImageFile
+    monkeypatch.setattr(target, "_open" if stage == "open" else "load", broken)
+    good = np.zeros((4, 4, 3), np.uint8)
+    with pytest.raises(kimi_k3_rs.ImageError, match=r"^image 1: cannot read or decode it: ") as info:
+        kimi_k3_rs.preprocess([good, _ppm()], kimi_k3_rs.kimi_k25_media_proc_cfg())
+    cause = info.value.__cause__
+    while cause is not None and cause is not fault:
+        cause = cause.__cause__
+    assert cause is fault
+
+
+def test_memory_error_while_decoding_names_the_image(monkeypatch):
+    from PIL import PpmImagePlugin
+
+    def no_memory(self, *args):
+        raise MemoryError()
+
+    monkeypatch.setattr(PpmImagePlugin.PpmImageFile, "load", no_memory)
+    with pytest.raises(MemoryError, match=r"^image 0: out of memory$"):
+        kimi_k3_rs.preprocess(_ppm(), kimi_k3_rs.kimi_k25_media_proc_cfg())

@@ -27,12 +27,15 @@ from .video import _chunk_frames, _is_video_chunk, _rgb_frame
 
 @contextlib.contextmanager
 def _naming(index: int) -> Iterator[None]:
-    """Put the batch index in front of image errors; a file or bytes object that
-    Pillow cannot read or decode becomes an :class:`ImageError`."""
+    """Put the batch index in front of image errors (a ``MemoryError`` stays one, with
+    the index); a file or bytes object that Pillow cannot read or decode becomes an
+    :class:`ImageError`."""
     try:
         yield
     except ImageError as exc:
         raise errors.at_image(index, exc) from exc
+    except MemoryError as exc:
+        raise errors.memory_at_image(index, exc) from exc
     except _DECODE_ERRORS as exc:
         raise errors.at_image(index, errors.unreadable(exc)) from exc
 

@@ -12,6 +12,7 @@ import binascii
 import contextlib
 import io
 import os
+import struct
 from collections.abc import Iterator
 from typing import Any, BinaryIO, Union
 
@@ -19,6 +20,7 @@ import numpy as np
 from PIL import Image
 
 from . import _ico, _native, errors
+from .errors import ImageError
 from .inputs import (
     _SIDE_SWAPPING_ORIENTATIONS,
     _apply_exif,
@@ -100,46 +102,57 @@ def _loaded(
     with _open_encoded(_encoded_source(data), max_image_pixels) as image:
         _check_pixels(image.size, max_image_pixels)
         _check_decoded_bytes(image.size, _PILLOW_PIXEL_BYTES.get(image.mode, 4), max_decoded_bytes)
+        _load(image)
         yield _apply_exif(image, exif_transpose)
 
 
+def _load(image: Image.Image) -> None:
+    """``image.load()``: any fault of the decoder becomes an :class:`ImageError` naming
+    it (chained); a ``MemoryError`` stays one; a decoder's own decompression-bomb check
+    gives :class:`ImageTooLargeError`."""
+    try:
+        image.load()
+    except (ImageError, MemoryError):
+        raise
+    except Image.DecompressionBombError as exc:
+        raise errors.pillow_bomb(exc) from exc
+    except Exception as exc:  # any fault of a third-party decoder: an ImageError
+        raise errors.unreadable(exc) from exc
+
+
 def _open_encoded(source: _Source, max_image_pixels: int | None) -> Image.Image:
-    """``Image.open(source)``, lazily, as the checkpoint opens encoded data (Pillow picks
-    the first frame of animated files; no EXIF rotation).
+    """Open encoded data lazily, as the checkpoint's ``Image.open`` does (Pillow picks
+    the first frame of animated files; no EXIF rotation), through the format plugins
+    (:func:`_open_plugins`): Pillow's own pixel limit and its warning do not run, the
+    caller checks ``max_image_pixels`` itself (so None turns every limit off).
 
     Under a ``max_image_pixels`` limit, an ICO is checked first (:func:`_check_ico`),
-    since Pillow decodes it inside ``Image.open``. Data over Pillow's own limit is
-    opened through the plugins (:func:`_open_unchecked`) when the limit allows its
-    size; the caller checks the size of what is returned against the limit. A
-    ``ValueError`` raised inside ``Image.open`` (an ICO whose image is shorter than its
-    header says) becomes an :class:`ImageError`, as the decode errors of :func:`_naming`.
+    since Pillow decodes it inside its plugin's open. Any exception a plugin raises
+    becomes an :class:`ImageError` naming it (chained); a ``MemoryError`` stays one;
+    a plugin's own decompression-bomb check (GIF frames, ICNS, BLP) gives
+    :class:`ImageTooLargeError`.
     """
     if max_image_pixels is not None:
         _check_ico(source, max_image_pixels)
     try:
-        return Image.open(source)
-    except ValueError as exc:
+        return _open_plugins(source)
+    except (ImageError, MemoryError):
+        raise
+    except Image.DecompressionBombError as exc:  # raised by a plugin itself
+        raise errors.pillow_bomb(exc) from exc
+    except Exception as exc:  # any fault of a third-party plugin: an ImageError
         raise errors.unreadable(exc) from exc
-    except Image.DecompressionBombError as exc:  # over Pillow's own limit
-        try:
-            image = _open_unchecked(source)
-        except Image.DecompressionBombError as inner:  # raised by the plugin itself
-            raise errors.pillow_bomb(inner) from inner
-        width, height = image.size
-        if max_image_pixels is not None and width * height > max_image_pixels:
-            image.close()
-            raise errors.pillow_bomb(exc) from exc
-        return image
 
 
-def _open_unchecked(source: _Source) -> Image.Image:
-    """Open encoded data whose header is over Pillow's own limit, lazily.
+def _open_plugins(source: _Source) -> Image.Image:
+    """``Image.open(source)`` without its pixel-limit check: the format plugins in
+    Pillow's order (``PIL/Image.py: Image.open`` / ``_open_core``), a plugin that does
+    not recognise the data (``SyntaxError``, ``IndexError``, ``TypeError``,
+    ``struct.error``) skipped, any other exception raised, as ``Image.open`` does.
+    Only the header is read. A file opened here is closed with the image.
 
-    ``Image.open`` refuses such data (``DecompressionBombError``) before anything
-    else; this asks the format plugins directly, as ``Image.open`` does minus that
-    check, reading only the header. Used only where the caller's
-    ``max_image_pixels`` allows the size, or to read the size (sizing works on any
-    size). A file opened here is closed with the image.
+    Raises:
+        UnidentifiedImageError: no plugin takes the data.
     """
     fp: Any
     if isinstance(source, io.BytesIO):
@@ -147,21 +160,28 @@ def _open_unchecked(source: _Source) -> Image.Image:
     else:
         is_path, fp = True, open(source, "rb")  # noqa: SIM115 (closed by the image, or below)
         filename = os.fspath(source)
-    fp.seek(0)
-    prefix = fp.read(16)
-    Image.init()
-    for format_id in Image.ID:
-        factory, accept = Image.OPEN[format_id]
-        if accept is not None and not accept(prefix):
-            continue
+    try:
         fp.seek(0)
-        try:
-            image = factory(fp, filename)
-        except (OSError, SyntaxError, ValueError):
-            continue
-        image._exclusive_fp = is_path  # close the file with the image, as Image.open(path) does
-        return image
-    fp.close()
+        prefix = fp.read(16)
+        Image.init()
+        for format_id in Image.ID:
+            factory, accept = Image.OPEN[format_id]
+            accepted = accept(prefix) if accept is not None else True
+            if not accepted or isinstance(accepted, str):  # a str: Pillow's "possible format" warning
+                continue
+            fp.seek(0)
+            try:
+                image = factory(fp, filename)
+            except (SyntaxError, IndexError, TypeError, struct.error):
+                continue
+            image._exclusive_fp = is_path  # close the file with the image, as Image.open(path) does
+            return image
+    except BaseException:
+        if is_path:
+            fp.close()
+        raise
+    if is_path:
+        fp.close()
     raise errors.unidentified()
 
 

@@ -87,6 +87,11 @@ def unreadable(exc: BaseException) -> ImageError:
     return ImageError(f"cannot read or decode it: {abbreviate(exc)}")
 
 
+def memory_at_image(index: int, exc: MemoryError) -> MemoryError:
+    """Memory ran out while image ``index`` of a batch was decoded or processed."""
+    return MemoryError(f"image {index}: {abbreviate(str(exc) or 'out of memory', quote=False)}")
+
+
 def at_image(index: int, exc: ImageError) -> ImageError:
     """``exc`` raised for image ``index`` of a batch: its class, the index first."""
     return type(exc)(f"image {index}: {exc}")
