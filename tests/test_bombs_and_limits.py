@@ -741,3 +741,36 @@ def test_private_resize_refuses_huge_sizes_cleanly(size):
     proc = subprocess.run([sys.executable, "-c", PRIVATE_RESIZE_SCRIPT, *map(str, size)],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.startswith("clean"), (proc.returncode, proc.stdout, proc.stderr[-300:])
+
+
+LIMIT_FORMATS = ["PNG", "JPEG", "WEBP", "TIFF", "GIF", "BMP", "PPM", "TGA"]
+
+
+@pytest.mark.parametrize("fmt", LIMIT_FORMATS)
+def test_one_pixel_rule_for_every_format_and_entry_point(fmt, monkeypatch):
+    """Issue #13 (7): ``max_image_pixels=N`` refuses any input over N (header or a
+    plugin's own check) with ImageTooLargeError; None turns every limit off, Pillow's
+    own included, on every entry point, without a DecompressionBombWarning even under
+    ``-W error``; Pillow's own check is unchanged for everyone else."""
+    image = Image.fromarray(np.random.default_rng(0).integers(0, 256, (100, 120, 3), dtype=np.uint8))
+    data = encode(image, fmt)
+    want_pv, want_grid = reference_preprocess([data], K25)
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)  # Pillow refuses over 2000 pixels
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for limit in (None, 12_000):
+            got = kimi_k3_rs.preprocess(data, K25, max_image_pixels=limit)
+            assert got["pixel_values"].tobytes() == want_pv.tobytes()
+            processor = kimi_k3_rs.KimiK3VisionProcessor(K25, max_image_pixels=limit)
+            assert np.array_equal(processor.preprocess([data])["grid_thws"], want_grid)
+            deferred = kimi_k3_rs.prepare_kimi_k3_encoder_inputs([data], K25, max_image_pixels=limit)
+            assert np.array_equal(deferred.grid_thws, want_grid)
+            assert deferred.materialize()[0].tobytes() == want_pv.tobytes()
+        with pytest.raises(kimi_k3_rs.ImageTooLargeError, match=r"^image 0: image of 120x100 = 12000 pixels is over max_image_pixels=11999"):
+            kimi_k3_rs.preprocess(data, K25, max_image_pixels=11_999)
+        deferred = kimi_k3_rs.prepare_kimi_k3_encoder_inputs([data], K25, max_image_pixels=11_999)  # sizing: any size
+        assert np.array_equal(deferred.grid_thws, want_grid)
+        with pytest.raises(kimi_k3_rs.ImageTooLargeError, match=r"^image 0: "):
+            deferred.materialize()
+    with pytest.raises(Image.DecompressionBombError):  # Pillow, called by anyone else
+        Image.open(io.BytesIO(data)).load()

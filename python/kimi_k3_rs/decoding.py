@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import contextvars
 import io
 import os
 import struct
@@ -79,6 +80,40 @@ def _check_decoded_bytes(
         raise errors.too_many_decoded_bytes(width, height, width * height * pixel_bytes, max_decoded_bytes)
 
 
+#: The ``max_image_pixels`` of the input this thread (or task) is opening or decoding;
+#: :data:`_PILLOWS` outside kimi_k3_rs's own opening, where Pillow's check is Pillow's.
+_PILLOWS: Any = object()
+_LIMIT: contextvars.ContextVar[Any] = contextvars.ContextVar("kimi_k3_rs_max_image_pixels", default=_PILLOWS)
+_pillow_bomb_check = Image._decompression_bomb_check
+
+
+def _bomb_check(size: tuple[int, int], *args: Any, **kwargs: Any) -> None:
+    """Pillow's size check (``PIL/Image.py: _decompression_bomb_check``, called by
+    ``Image.open`` and by the plugins for nested sizes) with ``max_image_pixels`` in
+    place of ``Image.MAX_IMAGE_PIXELS`` while kimi_k3_rs opens or decodes an input of
+    this thread (:func:`_pixel_limit`): None turns it off, and it warns nothing. Every
+    other caller, in any thread, gets Pillow's own check unchanged."""
+    limit = _LIMIT.get()
+    if limit is _PILLOWS:
+        _pillow_bomb_check(size, *args, **kwargs)
+    else:
+        _check_pixels((int(size[0]), int(size[1])), limit)
+
+
+Image._decompression_bomb_check = _bomb_check
+
+
+@contextlib.contextmanager
+def _pixel_limit(max_image_pixels: int | None) -> Iterator[None]:
+    """Apply ``max_image_pixels`` at Pillow's own check points (:func:`_bomb_check`)
+    in this thread while the block opens or decodes an input."""
+    token = _LIMIT.set(max_image_pixels)
+    try:
+        yield
+    finally:
+        _LIMIT.reset(token)
+
+
 @contextlib.contextmanager
 def _loaded(
     data: Any,
@@ -99,7 +134,11 @@ def _loaded(
     if isinstance(data, Image.Image):
         yield _apply_exif(data, exif_transpose)
         return
-    with _open_encoded(_encoded_source(data), max_image_pixels) as image:
+    source = _encoded_source(data)
+    # An ICO's entries are checked from their own headers (which know the XOR + AND
+    # mask layout whose doubled height Pillow's ICO plugin checks): no second check.
+    is_ico = max_image_pixels is not None and _check_ico(source, max_image_pixels)
+    with _pixel_limit(None if is_ico else max_image_pixels), _open_encoded(source) as image:
         _check_pixels(image.size, max_image_pixels)
         _check_decoded_bytes(image.size, _PILLOW_PIXEL_BYTES.get(image.mode, 4), max_decoded_bytes)
         _load(image)
@@ -108,38 +147,30 @@ def _loaded(
 
 def _load(image: Image.Image) -> None:
     """``image.load()``: any fault of the decoder becomes an :class:`ImageError` naming
-    it (chained); a ``MemoryError`` stays one; a decoder's own decompression-bomb check
-    gives :class:`ImageTooLargeError`."""
+    it (chained); a ``MemoryError`` stays one."""
     try:
         image.load()
     except (ImageError, MemoryError):
         raise
-    except Image.DecompressionBombError as exc:
-        raise errors.pillow_bomb(exc) from exc
     except Exception as exc:  # any fault of a third-party decoder: an ImageError
         raise errors.unreadable(exc) from exc
 
 
-def _open_encoded(source: _Source, max_image_pixels: int | None) -> Image.Image:
+def _open_encoded(source: _Source) -> Image.Image:
     """Open encoded data lazily, as the checkpoint's ``Image.open`` does (Pillow picks
     the first frame of animated files; no EXIF rotation), through the format plugins
     (:func:`_open_plugins`): Pillow's own pixel limit and its warning do not run, the
     caller checks ``max_image_pixels`` itself (so None turns every limit off).
 
-    Under a ``max_image_pixels`` limit, an ICO is checked first (:func:`_check_ico`),
-    since Pillow decodes it inside its plugin's open. Any exception a plugin raises
-    becomes an :class:`ImageError` naming it (chained); a ``MemoryError`` stays one;
-    a plugin's own decompression-bomb check (GIF frames, ICNS, BLP) gives
-    :class:`ImageTooLargeError`.
+    Any exception a plugin raises
+    becomes an :class:`ImageError` naming it (chained); a ``MemoryError`` stays one.
+    The size checks inside the plugins (GIF frames, ICNS / ICO / BLP entries, WebP
+    canvases) apply ``max_image_pixels`` too (:func:`_pixel_limit`).
     """
-    if max_image_pixels is not None:
-        _check_ico(source, max_image_pixels)
     try:
         return _open_plugins(source)
     except (ImageError, MemoryError):
         raise
-    except Image.DecompressionBombError as exc:  # raised by a plugin itself
-        raise errors.pillow_bomb(exc) from exc
     except Exception as exc:  # any fault of a third-party plugin: an ImageError
         raise errors.unreadable(exc) from exc
 
@@ -204,9 +235,10 @@ def _ico_entries(source: _Source) -> list[_ico._IcoEntry] | None:
         return _ico._ico_entries(fp)
 
 
-def _check_ico(source: _Source, max_image_pixels: int) -> None:
+def _check_ico(source: _Source, max_image_pixels: int) -> bool:
     """Refuse an ICO with :class:`ImageTooLargeError`, before Pillow's ICO plugin decodes
-    it inside ``Image.open``, when one of its entries claims more than ``max_image_pixels``.
+    it inside ``Image.open``, when one of its entries claims more than ``max_image_pixels``;
+    whether ``source`` is an ICO.
 
     Every entry whose image header can be read is checked (:func:`_ico_entries`): its
     directory size, and its image's own size. Checking them all, not only the one
@@ -214,10 +246,12 @@ def _check_ico(source: _Source, max_image_pixels: int) -> None:
     Entries whose header cannot be read are left to Pillow, which fails on such an
     entry if it picks it. Data that is not an ICO is left as it is.
     """
-    for entry in _ico_entries(source) or ():
+    entries = _ico_entries(source)
+    for entry in entries or ():
         if entry.size is not None:
             _check_pixels(entry.dim, max_image_pixels, f"ICO entry {entry.position}'s directory size")
             _check_pixels(entry.size, max_image_pixels, f"ICO entry {entry.position}'s {entry.kind}")
+    return entries is not None
 
 
 def _header_size(data: Any, exif_transpose: bool) -> tuple[int, int]:
@@ -239,7 +273,7 @@ def _header_size(data: Any, exif_transpose: bool) -> tuple[int, int]:
         entries = _ico_entries(source)
         if entries and entries[0].size is not None:  # an ICO: what Pillow decodes (it has no EXIF)
             return entries[0].size
-        with _open_encoded(source, None) as image:  # the header only
+        with _pixel_limit(None), _open_encoded(source) as image:  # the header only
             return _oriented_size(image, exif_transpose)
     except errors._DECODE_ERRORS as exc:  # unreadable: as preprocess says it
         raise errors.unreadable(exc) from exc

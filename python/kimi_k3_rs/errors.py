@@ -121,11 +121,6 @@ def too_many_pixels(what: str, width: int, height: int, max_image_pixels: int) -
     )
 
 
-def pillow_bomb(exc: BaseException) -> ImageTooLargeError:
-    """Pillow's own ``DecompressionBombError`` for data over its limit and ours."""
-    return ImageTooLargeError(abbreviate(str(exc), quote=False))
-
-
 def cannot_convert(mode: str, target: str, exc: BaseException) -> ImageError:
     """Pillow cannot ``convert`` the mode (``La`` to RGB), as in the checkpoint."""
     return ImageError(
