@@ -298,7 +298,8 @@ def _turned_on_load(image: Image.Image) -> bool:
     finds nothing to do (Pillow 13's TIFF plugin: ``TiffImageFile._setup`` swaps the
     size for orientations 5..8, ``load_end`` turns the pixels). Seen from the tiles:
     they cover the stored raster, ``image.size`` with its sides swapped."""
-    extents = [tile[1] for tile in image.tile if tile[1] is not None]  # (x0, y0, x1, y1)
+    tiles = getattr(image, "tile", None) or []  # an ImageFile's, before it loads
+    extents = [tile[1] for tile in tiles if tile[1] is not None]  # (x0, y0, x1, y1)
     if not extents:
         return False
     stored = (max(e[2] for e in extents), max(e[3] for e in extents))
