@@ -774,3 +774,61 @@ def test_one_pixel_rule_for_every_format_and_entry_point(fmt, monkeypatch):
             deferred.materialize()
     with pytest.raises(Image.DecompressionBombError):  # Pillow, called by anyone else
         Image.open(io.BytesIO(data)).load()
+
+
+def _encoded_formats() -> dict[str, bytes]:
+    image = Image.fromarray(np.random.default_rng(3).integers(0, 256, (30, 40, 3), dtype=np.uint8))
+    return {fmt: encode(image, fmt) for fmt in ("PNG", "JPEG", "WEBP", "GIF", "BMP", "TIFF", "PPM", "ICNS", "PCX", "TGA", "SGI")}
+
+
+def test_allowed_formats_refuse_on_magic_bytes_before_any_decoder(monkeypatch):
+    """Issue #13 (2): ``allowed_formats`` (``VISION_FORMATS`` for public endpoints) is
+    checked on the magic bytes before any decoder, in sizing and decoding alike, on
+    every entry point; by default every format Pillow reads is still opened."""
+    from PIL import IcnsImagePlugin, PcxImagePlugin, SgiImagePlugin
+
+    files = _encoded_formats()
+    wants = {fmt: reference_preprocess([data], K25)[0] for fmt, data in files.items()}
+    for fmt, data in files.items():  # the default: every format, as the checkpoint
+        assert kimi_k3_rs.preprocess(data, K25)["pixel_values"].tobytes() == wants[fmt].tobytes(), fmt
+
+    def never(self, *args):
+        raise AssertionError("a refused format reached its decoder")
+
+    # (TGA's plugin has no magic test: Image.open tries it on any data, so it stays.)
+    for plugin in (IcnsImagePlugin.IcnsImageFile, PcxImagePlugin.PcxImageFile, SgiImagePlugin.SgiImageFile):
+        monkeypatch.setattr(plugin, "_open", never)
+    vision = ", ".join(sorted(kimi_k3_rs.VISION_FORMATS))
+    processor = kimi_k3_rs.KimiK3VisionProcessor(K25, allowed_formats=kimi_k3_rs.VISION_FORMATS)
+    for fmt, data in files.items():
+        if fmt in kimi_k3_rs.VISION_FORMATS:
+            got = kimi_k3_rs.preprocess(data, K25, allowed_formats=kimi_k3_rs.VISION_FORMATS)
+            assert got["pixel_values"].tobytes() == wants[fmt].tobytes()
+            continue
+        named = "CUR" if fmt == "TGA" else fmt  # a TGA's first bytes are CUR's magic; TGA has no magic test
+        message = rf"^image 1: format {named} is not in allowed_formats \({vision}\)$"
+        with pytest.raises(kimi_k3_rs.ImageError, match=message):
+            kimi_k3_rs.preprocess([files["PNG"], data], K25, allowed_formats=kimi_k3_rs.VISION_FORMATS)
+        with pytest.raises(kimi_k3_rs.ImageError, match=message):
+            processor.preprocess([files["PNG"], data])
+        with pytest.raises(kimi_k3_rs.ImageError, match=message):
+            kimi_k3_rs.prepare_kimi_k3_encoder_inputs([files["PNG"], data], K25, allowed_formats=kimi_k3_rs.VISION_FORMATS)
+        with pytest.raises(kimi_k3_rs.ImageError, match=message):
+            kimi_k3_rs.prepare_kimi_k3_encoder_inputs([files["PNG"], data], processor)
+    with pytest.raises(kimi_k3_rs.ImageError, match=r"^image 0: format WEBP is not in allowed_formats \(JPEG, PNG\)$"):
+        kimi_k3_rs.preprocess(files["WEBP"], K25, allowed_formats=["jpeg", "png"])
+
+
+@pytest.mark.parametrize(
+    ("bad", "error", "message"),
+    [
+        ("JPEG", TypeError, "allowed_formats must be None or a list of Pillow format names, got 'JPEG'"),
+        ([1], TypeError, "allowed_formats must be None or a list of Pillow format names, got [1]"),
+        (["JPEG", "HEIC2"], kimi_k3_rs.KimiK3Error, "allowed_formats: Pillow has no format ['HEIC2'] (it reads ["),
+    ],
+)
+def test_allowed_formats_values(bad, error, message):
+    with pytest.raises(error) as info:
+        kimi_k3_rs.preprocess(np.zeros((4, 4, 3), np.uint8), K25, allowed_formats=bad)
+    assert str(info.value).startswith(message)
+    assert len(str(info.value)) <= 1024

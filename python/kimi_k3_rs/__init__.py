@@ -42,6 +42,7 @@ from .options import (
     DEFAULT_MAX_DECODED_BYTES,
     DEFAULT_MAX_IMAGE_PIXELS,
     NUM_THREADS_ENV,
+    VISION_FORMATS,
 )
 from .processor import preprocess
 from .sizing import count_image_tokens, navit_resize_config
@@ -60,6 +61,7 @@ __all__ = [
     "KIMI_K3_MEDIA_PROC_CFG",
     "KIMI_K25_MEDIA_PROC_CFG",
     "NUM_THREADS_ENV",
+    "VISION_FORMATS",
     "ConfigError",
     "ImageError",
     "ImageTooLargeError",

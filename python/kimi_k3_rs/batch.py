@@ -45,7 +45,9 @@ def _load(
 ) -> tuple[np.ndarray, tuple[int, int, int, int, int] | None]:
     """One input the core cannot decode itself, decoded (Pillow), with its mode steps
     (:func:`kimi_k3_rs.modes._pixels`): ``(uint8 array, its sizing if already resized)``."""
-    with _naming(index), _loaded(image, opts.exif_transpose, opts.max_image_pixels, opts.max_decoded_bytes) as loaded:
+    with _naming(index), _loaded(
+        image, opts.exif_transpose, opts.max_image_pixels, opts.max_decoded_bytes, opts.allowed_formats
+    ) as loaded:
         return _pixels(loaded, cfg, opts.native)
 
 
@@ -53,7 +55,7 @@ def _routed(item: Any, index: int, opts: _Options) -> tuple[Any, _native.Encoded
     """:func:`kimi_k3_rs.native_decode._route` of one item's image, with the limits of
     ``opts`` applied to a natively decoded file's header."""
     with _naming(index):
-        data, encoded = _route(_unwrap_media(item), opts.exif_transpose)
+        data, encoded = _route(_unwrap_media(item), opts.exif_transpose, opts.allowed_formats)
         if encoded is not None:
             _check_pixels(encoded.size, opts.max_image_pixels)
             _check_decoded_bytes(encoded.size, _PILLOW_PIXEL_BYTES.get(encoded.mode, 4), opts.max_decoded_bytes)
@@ -90,7 +92,7 @@ def _run(
             chunks.append((len(arrays), len(frames)))
             for frame in frames:
                 with _naming(index), _loaded(
-                    frame, opts.exif_transpose, opts.max_image_pixels, opts.max_decoded_bytes
+                    frame, opts.exif_transpose, opts.max_image_pixels, opts.max_decoded_bytes, opts.allowed_formats
                 ) as image:
                     arrays.append(_rgb_frame(image))
                 resized.append(None)

@@ -114,17 +114,64 @@ def _pixel_limit(max_image_pixels: int | None) -> Iterator[None]:
         _LIMIT.reset(token)
 
 
+def _magic_formats(prefix: bytes) -> tuple[list[str], list[str]]:
+    """What Pillow's plugins say of encoded data from its first 16 bytes, in
+    ``Image.open``'s order: the formats whose magic-bytes test accepts them, and the
+    formats whose plugin has no such test (``Image.open`` tries those on any data)."""
+    Image.init()
+    accepting, untested = [], []
+    for format_id in Image.ID:
+        accept = Image.OPEN[format_id][1]
+        if accept is None:
+            untested.append(format_id)
+        else:
+            accepted = accept(prefix)
+            if accepted and not isinstance(accepted, str):
+                accepting.append(format_id)
+    return accepting, untested
+
+
+def _check_format(source: _Source | bytes, allowed_formats: frozenset[str] | None) -> None:
+    """Refuse encoded data (its source, or its bytes) before any decoder sees it when
+    none of the formats its magic bytes may be (:func:`_magic_formats`) is in
+    ``allowed_formats``; the error names the first the magic bytes match (None allows
+    every format). What passes is checked again once opened
+    (:func:`_check_opened_format`)."""
+    if allowed_formats is None:
+        return
+    if isinstance(source, bytes):
+        prefix = source[:16]
+    else:
+        with _binary_file(source) as fp:
+            prefix = fp.read(16)
+    accepting, untested = _magic_formats(prefix)
+    if allowed_formats.isdisjoint(accepting) and allowed_formats.isdisjoint(untested):
+        fmt = accepting[0] if accepting else "unknown"
+        if fmt == "JPEG" and "MPO" in allowed_formats:  # an MPO starts as a JPEG does
+            return
+        raise errors.format_not_allowed(fmt, allowed_formats)
+
+
+def _check_opened_format(image: Image.Image, allowed_formats: frozenset[str] | None) -> None:
+    """Refuse an opened image whose plugin's format is not allowed (an MPO behind JPEG
+    magic bytes, a format whose plugin has no magic-bytes test)."""
+    if allowed_formats is not None and image.format not in allowed_formats:
+        image.close()
+        raise errors.format_not_allowed(str(image.format), allowed_formats)
+
+
 @contextlib.contextmanager
 def _loaded(
     data: Any,
     exif_transpose: bool = False,
     max_image_pixels: int | None = None,
     max_decoded_bytes: int | None = None,
+    allowed_formats: frozenset[str] | None = None,
 ) -> Iterator[Image.Image | np.ndarray]:
     """Yield the image of ``data`` (a PIL image or a uint8 array); a file this function
     opened is closed afterwards. Tensors become numpy views; EXIF is applied on request;
-    encoded data over ``max_image_pixels`` or ``max_decoded_bytes`` is refused from its
-    header."""
+    encoded data of a format not in ``allowed_formats``, or over ``max_image_pixels`` or
+    ``max_decoded_bytes``, is refused from its magic bytes and header."""
     if isinstance(data, np.ndarray):
         yield data
         return
@@ -135,10 +182,12 @@ def _loaded(
         yield _apply_exif(data, exif_transpose)
         return
     source = _encoded_source(data)
+    _check_format(source, allowed_formats)
     # An ICO's entries are checked from their own headers (which know the XOR + AND
     # mask layout whose doubled height Pillow's ICO plugin checks): no second check.
     is_ico = max_image_pixels is not None and _check_ico(source, max_image_pixels)
     with _pixel_limit(None if is_ico else max_image_pixels), _open_encoded(source) as image:
+        _check_opened_format(image, allowed_formats)
         _check_pixels(image.size, max_image_pixels)
         _check_decoded_bytes(image.size, _PILLOW_PIXEL_BYTES.get(image.mode, 4), max_decoded_bytes)
         _load(image)
@@ -254,11 +303,12 @@ def _check_ico(source: _Source, max_image_pixels: int) -> bool:
     return entries is not None
 
 
-def _header_size(data: Any, exif_transpose: bool) -> tuple[int, int]:
+def _header_size(data: Any, exif_transpose: bool, allowed_formats: frozenset[str] | None = None) -> tuple[int, int]:
     """``(width, height)`` of one input as the pixel path will see it, reading no pixels
     where it can (file headers; tensor shapes; EXIF orientations 5..8 swap the sides).
-    No ``max_image_pixels`` limit applies: sizing works on any size. An ICO, which
-    Pillow decodes to open it, is sized from its headers (:func:`_ico_entries`)."""
+    No ``max_image_pixels`` limit applies: sizing works on any size; ``allowed_formats``
+    does (:func:`_check_format`). An ICO, which Pillow decodes to open it, is sized from
+    its headers (:func:`_ico_entries`)."""
     if isinstance(data, np.ndarray):
         return _native.image_size(data)
     if isinstance(data, Image.Image):
@@ -270,10 +320,12 @@ def _header_size(data: Any, exif_transpose: bool) -> tuple[int, int]:
         return width, height
     source = _encoded_source(data)
     try:
+        _check_format(source, allowed_formats)
         entries = _ico_entries(source)
         if entries and entries[0].size is not None:  # an ICO: what Pillow decodes (it has no EXIF)
             return entries[0].size
         with _pixel_limit(None), _open_encoded(source) as image:  # the header only
+            _check_opened_format(image, allowed_formats)
             return _oriented_size(image, exif_transpose)
     except errors._DECODE_ERRORS as exc:  # unreadable: as preprocess says it
         raise errors.unreadable(exc) from exc

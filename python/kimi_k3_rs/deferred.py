@@ -130,6 +130,7 @@ def prepare_kimi_k3_encoder_inputs(
     num_threads: int | None = None,
     max_image_pixels: int | None | _Unset = _UNSET,
     max_decoded_bytes: int | None | _Unset = _UNSET,
+    allowed_formats: Sequence[str] | None | _Unset = _UNSET,
 ) -> KimiK3EncoderInputs:
     """Compute every image's geometry up front; defer pixel work to ``materialize``.
 
@@ -147,7 +148,8 @@ def prepare_kimi_k3_encoder_inputs(
             :class:`KimiK3VisionProcessor`, its validated config and its options are
             used, so ``materialize`` gives exactly what its ``preprocess`` gives.
         pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels,
-            max_decoded_bytes: as :func:`preprocess`, for ``materialize``; when not given, the processor's
+            max_decoded_bytes, allowed_formats: as :func:`preprocess`, for
+            ``materialize`` (``allowed_formats`` for the sizing too); when not given, the processor's
             own (a :class:`KimiK3VisionProcessor`), else :func:`preprocess`'s defaults.
             The sizes follow ``exif_transpose`` (orientations 5..8 swap the sides).
 
@@ -167,7 +169,7 @@ def prepare_kimi_k3_encoder_inputs(
         image_processor_or_media_proc_cfg,
         _K3,
         KimiK3EncoderInputs,
-        (pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels, max_decoded_bytes),
+        (pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels, max_decoded_bytes, allowed_formats),
     )
 
 
@@ -181,6 +183,7 @@ def prepare_kimi_k25_encoder_inputs(
     num_threads: int | None = None,
     max_image_pixels: int | None | _Unset = _UNSET,
     max_decoded_bytes: int | None | _Unset = _UNSET,
+    allowed_formats: Sequence[str] | None | _Unset = _UNSET,
 ) -> KimiK25EncoderInputs:
     """Kimi-K2.5's deferred entry: every image's geometry up front, pixels on demand.
 
@@ -201,7 +204,7 @@ def prepare_kimi_k25_encoder_inputs(
             attribute (e.g. :class:`KimiK3VisionProcessor`, whose config and options are
             used) or the dict itself.
         pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels,
-            max_decoded_bytes: as :func:`prepare_kimi_k3_encoder_inputs`.
+            max_decoded_bytes, allowed_formats: as :func:`prepare_kimi_k3_encoder_inputs`.
 
     Returns:
         A :class:`KimiK25EncoderInputs`: ``grid_thws`` int64 ``[n, 3]``, per image
@@ -227,7 +230,7 @@ def prepare_kimi_k25_encoder_inputs(
         image_processor_or_media_proc_cfg,
         _K25,
         KimiK25EncoderInputs,
-        (pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels, max_decoded_bytes),
+        (pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels, max_decoded_bytes, allowed_formats),
     )
 
 
@@ -272,11 +275,11 @@ def _prepare(
     processor: Any,
     flavour: _Flavour,
     result: type[_Result],
-    overrides: tuple[Any, Any, Any, Any, Any, Any],
+    overrides: tuple[Any, Any, Any, Any, Any, Any, Any],
 ) -> _Result:
     """The deferred flow of both entries (see :func:`prepare_kimi_k3_encoder_inputs`);
     ``result``: the class returned (its grid message)."""
-    pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels, max_decoded_bytes = overrides
+    pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels, max_decoded_bytes, allowed_formats = overrides
     if isinstance(processor, KimiK3VisionProcessor):
         cfg = processor.config
         base = processor.options
@@ -298,6 +301,7 @@ def _prepare(
         base.num_threads if num_threads is None else num_threads,
         base.max_image_pixels if max_image_pixels is _UNSET else max_image_pixels,
         base.max_decoded_bytes if max_decoded_bytes is _UNSET else max_decoded_bytes,
+        base.allowed_formats if allowed_formats is _UNSET else allowed_formats,
     )
     # per item: what materialize preprocesses, its content hash, what it is sized from
     # (the image, or a chunk's frame 0), and its frame count (0 for an image)
@@ -324,11 +328,11 @@ def _prepare(
         sources.append(image)
         frames.append(0)
     try:
-        sizes = [_header_size(source, opts.exif_transpose) for source in sources]  # reads headers only
+        sizes = [_header_size(source, opts.exif_transpose, opts.allowed_formats) for source in sources]  # reads headers only
     except (ImageError, *_DECODE_ERRORS):
         for index, source in enumerate(sources):  # again, to name the item that fails
             with _naming(index):
-                _header_size(source, opts.exif_transpose)
+                _header_size(source, opts.exif_transpose, opts.allowed_formats)
         raise
     tuples, grid = _native.size_items(sizes, cfg.native, frames)
     configs = [_resize_dict(t) for t in tuples]

@@ -168,6 +168,21 @@ def bad_decode_env(name: str, value: str) -> KimiK3Error:
     return KimiK3Error(f"{name} must be 'auto' or 'pillow', got {abbreviate(value)}")
 
 
+def bad_allowed_formats(value: Any) -> TypeError:
+    """``allowed_formats`` is not None or a sequence of format names."""
+    return TypeError(f"allowed_formats must be None or a list of Pillow format names, got {abbreviate(value)}")
+
+
+def unknown_formats(unknown: list[str], known: list[str]) -> KimiK3Error:
+    """``allowed_formats`` names formats Pillow has no plugin for."""
+    return KimiK3Error(f"allowed_formats: Pillow has no format {abbreviate(unknown)} (it reads {abbreviate(known)})")
+
+
+def format_not_allowed(fmt: str, allowed: frozenset[str]) -> ImageError:
+    """An input's format (from its magic bytes, or Pillow's plugin) is not allowed."""
+    return ImageError(f"format {fmt} is not in allowed_formats ({', '.join(sorted(allowed))})")
+
+
 def bad_max_decoded_bytes(value: Any) -> KimiK3Error:
     """``max_decoded_bytes`` is not a positive int or None."""
     return KimiK3Error(f"max_decoded_bytes must be a positive int or None, got {abbreviate(value)}")

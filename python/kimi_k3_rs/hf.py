@@ -83,8 +83,8 @@ class KimiK3VisionProcessor:
         pillow_compat: ``"auto"``, ``"12"`` or ``"13"`` (see :func:`preprocess`).
         exif_transpose: apply EXIF orientation to PIL and decoded images (default
             False, as the checkpoint; see :func:`preprocess`).
-        dtype, num_threads, max_image_pixels, max_decoded_bytes: as :func:`preprocess`,
-            for every call.
+        dtype, num_threads, max_image_pixels, max_decoded_bytes, allowed_formats: as
+            :func:`preprocess`, for every call.
 
     Raises:
         ValueError / TypeError: as :meth:`MediaProcConfig.from_dict` and the options
@@ -101,12 +101,13 @@ class KimiK3VisionProcessor:
         num_threads: int | None = None,
         max_image_pixels: int | None = DEFAULT_MAX_IMAGE_PIXELS,
         max_decoded_bytes: int | None = DEFAULT_MAX_DECODED_BYTES,
+        allowed_formats: Sequence[str] | None = None,
     ) -> None:
         super().__init__()  # BaseImageProcessor's, in the transformers subclass
         self.config = MediaProcConfig.from_dict(media_proc_cfg)
         self._media_proc_cfg: dict[str, Any] = copy.deepcopy(dict(media_proc_cfg))
         self.options = _Options.make(
-            pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels, max_decoded_bytes
+            pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels, max_decoded_bytes, allowed_formats
         )
         self._flavour = _flavour(self._media_proc_cfg)
 
@@ -214,7 +215,7 @@ class KimiK3VisionProcessor:
         """
         kind = media_input["type"]
         if kind == "image":
-            width, height = _header_size(media_input["image"], self.options.exif_transpose)
+            width, height = _header_size(media_input["image"], self.options.exif_transpose, self.options.allowed_formats)
             resize = _resize_dict(_native.navit_resize_config(width, height, self.config.native))
             return {**resize, "sampled_nframes": 1}
         if kind == "video_chunk" and self._flavour == "kimi_k25":

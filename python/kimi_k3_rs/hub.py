@@ -31,7 +31,7 @@ PREPROCESSOR_CONFIG_NAME = "preprocessor_config.json"
 _IGNORED_CONFIG_KEYS = frozenset({"image_processor_type", "auto_map", "processor_class"})
 
 #: The keyword options of the constructor, which ``from_dict`` also takes.
-_OPTION_NAMES = frozenset({"pillow_compat", "exif_transpose", "dtype", "num_threads", "max_image_pixels", "max_decoded_bytes"})
+_OPTION_NAMES = frozenset({"pillow_compat", "exif_transpose", "dtype", "num_threads", "max_image_pixels", "max_decoded_bytes", "allowed_formats"})
 
 
 def _is_repo_id(path: str) -> bool:

@@ -23,7 +23,7 @@ from PIL import Image, ImageFile
 
 from . import _native, errors
 from ._libjpeg import find_pillow_libjpeg
-from .decoding import _encoded_source
+from .decoding import _check_format, _encoded_source
 
 __all__ = ["DECODE_ENV", "decode_path"]
 
@@ -178,23 +178,31 @@ def _encoded_bytes(data: Any) -> bytes | None:
     return raw if raw.startswith(_MAGIC) else None
 
 
-def _route(data: Any, exif_transpose: bool) -> tuple[Any, _native.EncodedImage | None]:
+def _route(
+    data: Any, exif_transpose: bool, allowed_formats: frozenset[str] | None = None
+) -> tuple[Any, _native.EncodedImage | None]:
     """Route one input: ``(data, EncodedImage)`` when the core decodes it natively,
     else ``(data for Pillow, None)`` (a JPEG or PNG already read comes back as its
     bytes, so a path is read once).
 
-    Every JPEG is checked for its scan count here, whichever decoder runs it.
+    Every JPEG is checked for its scan count here, whichever decoder runs it, and
+    every JPEG and PNG for ``allowed_formats`` (an MPO, which only Pillow tells from a
+    JPEG, goes to Pillow when MPO is not allowed, and is refused there).
     Nothing is native while ``ImageFile.LOAD_TRUNCATED_IMAGES`` is true (Pillow then
     decodes truncated files, the native decoders refuse them).
 
     Raises:
-        ImageError: corrupt headers, or a progressive JPEG over the scan limit.
+        ImageError: corrupt headers, a progressive JPEG over the scan limit, or a
+            format not in ``allowed_formats``.
     """
     raw = _encoded_bytes(data)
     if raw is None:
         return data, None
+    _check_format(raw, allowed_formats)
     routed = _native.route_encoded(raw, exif_transpose=exif_transpose)
     if not isinstance(routed, _native.EncodedImage) or ImageFile.LOAD_TRUNCATED_IMAGES:
+        return raw, None
+    if allowed_formats is not None and routed.format == "JPEG" and "MPO" not in allowed_formats:
         return raw, None
     if not _checked()[_FORMATS[routed.format]][0]:
         return raw, None

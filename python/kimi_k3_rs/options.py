@@ -17,7 +17,12 @@ from PIL import Image
 from . import _native, errors
 from .config import resolve_pillow_compat
 
-__all__ = ["DEFAULT_MAX_DECODED_BYTES", "DEFAULT_MAX_IMAGE_PIXELS", "NUM_THREADS_ENV"]
+__all__ = ["DEFAULT_MAX_DECODED_BYTES", "DEFAULT_MAX_IMAGE_PIXELS", "NUM_THREADS_ENV", "VISION_FORMATS"]
+
+#: The formats a public endpoint needs (``allowed_formats=VISION_FORMATS``): what
+#: phones, browsers and screenshot tools send. By default every format Pillow reads
+#: is opened, as the checkpoint opens it.
+VISION_FORMATS: tuple[str, ...] = ("JPEG", "MPO", "PNG", "WEBP", "GIF", "BMP", "TIFF", "PPM")
 
 #: Default ``max_image_pixels``: the size at which Pillow itself raises
 #: ``DecompressionBombError`` (2 x ``PIL.Image.MAX_IMAGE_PIXELS`` at import time).
@@ -32,6 +37,28 @@ DEFAULT_MAX_DECODED_BYTES: int | None = 1 << 30
 def _check_limit(value: Any) -> bool:
     """Whether ``value`` is a valid limit: a positive int (not a bool) or None."""
     return value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 1)
+
+
+def _check_formats(value: Any) -> frozenset[str] | None:
+    """``allowed_formats`` as a set of Pillow format names (upper case), or None.
+
+    Raises:
+        TypeError: not None and not a sequence of str (a lone str included).
+        KimiK3Error: a name Pillow has no plugin for.
+    """
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple, set, frozenset)):
+        raise errors.bad_allowed_formats(value)
+    if not all(isinstance(name, str) for name in value):
+        raise errors.bad_allowed_formats(value)
+    Image.init()
+    known = set(Image.ID) | {"MPO"}  # MPO: opened by the JPEG plugin (``jpeg_factory``)
+    names = frozenset(name.upper() for name in value)
+    unknown = sorted(names - known)
+    if unknown:
+        raise errors.unknown_formats(unknown, sorted(known))
+    return names
 
 
 def _check_flag(name: str, value: Any) -> bool:
@@ -75,8 +102,9 @@ class _Options:
     exif_transpose: bool = False
     max_image_pixels: int | None = DEFAULT_MAX_IMAGE_PIXELS
     max_decoded_bytes: int | None = DEFAULT_MAX_DECODED_BYTES
+    allowed_formats: frozenset[str] | None = None
 
-    def _key(self) -> tuple[str, str, int, bool, int | None, int | None]:
+    def _key(self) -> tuple[str, str, int, bool, int | None, int | None, frozenset[str] | None]:
         return (
             self.compat,
             self.dtype,
@@ -84,6 +112,7 @@ class _Options:
             self.exif_transpose,
             self.max_image_pixels,
             self.max_decoded_bytes,
+            self.allowed_formats,
         )
 
     def __eq__(self, other: object) -> bool:
@@ -120,6 +149,7 @@ class _Options:
         num_threads: Any = None,
         max_image_pixels: Any = DEFAULT_MAX_IMAGE_PIXELS,
         max_decoded_bytes: Any = DEFAULT_MAX_DECODED_BYTES,
+        allowed_formats: Any = None,
     ) -> _Options:
         native = _native.Options(
             resolve_pillow_compat(pillow_compat), dtype, _env_threads() if num_threads is None else num_threads
@@ -133,6 +163,7 @@ class _Options:
             exif_transpose=_check_flag("exif_transpose", exif_transpose),
             max_image_pixels=max_image_pixels,
             max_decoded_bytes=max_decoded_bytes,
+            allowed_formats=_check_formats(allowed_formats),
         )
 
 

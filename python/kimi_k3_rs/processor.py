@@ -11,7 +11,7 @@ flow (:mod:`kimi_k3_rs.deferred`), options (:mod:`kimi_k3_rs.options`) and error
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -60,6 +60,7 @@ def preprocess(
     out: np.ndarray | None = None,
     max_image_pixels: int | None = DEFAULT_MAX_IMAGE_PIXELS,
     max_decoded_bytes: int | None = DEFAULT_MAX_DECODED_BYTES,
+    allowed_formats: Sequence[str] | None = None,
 ) -> dict[str, np.ndarray]:
     """Preprocess images exactly as the Kimi-K3 / K2.5 checkpoint processor does.
 
@@ -93,9 +94,13 @@ def preprocess(
               dimension of 1, 3 or 4 is ``CHW``, any other 3-D is ``HWC``. ``CHW`` and
               GPU tensors are copied once to a host ``HWC`` array.
             * ``bytes`` / ``bytearray`` / ``memoryview`` of an encoded file, a file
-              path (``str`` / ``os.PathLike``) or a ``data:`` URL (base64), decoded by
-              Pillow as the checkpoint does: first frame of animations, mode kept
-              (palette, ``transparency``, CMYK, 16-bit grey), no EXIF rotation.
+              path (``str`` / ``os.PathLike``) or a ``data:`` URL (base64), decoded as
+              the checkpoint's Pillow decodes it: first frame of animations, mode kept
+              (palette, ``transparency``, CMYK, 16-bit grey), no EXIF rotation. 8-bit
+              L / LA / RGB / RGBA PNGs and L / RGB JPEGs are decoded by the core, with
+              the GIL released and in parallel, with Pillow's bytes
+              (:func:`kimi_k3_rs.decode_path` says which decoder runs); the rest by
+              Pillow, on ``num_threads`` threads.
             * a media dict ``{"type": "image", "image": ...}`` around any of these
               (an optional ``"content_hash"`` is ignored here; see
               :func:`prepare_kimi_k3_encoder_inputs`).
@@ -136,6 +141,11 @@ def preprocess(
             bytes (width x height x Pillow's bytes per pixel, first frame), before
             decoding, on the native and the Pillow path alike (default 1 GiB); None
             turns the check off.
+        allowed_formats: the Pillow format names (``"JPEG"``, ``"PNG"``, ...) encoded
+            inputs may have, checked on their magic bytes before any decoder runs
+            (native or Pillow), and on the format Pillow opens them as; None (the
+            default, as the checkpoint) allows every format Pillow reads. Public
+            endpoints should pass :data:`VISION_FORMATS`.
 
     Returns:
         ``{"pixel_values": [N, 3, patch_size, patch_size] of ``dtype``,
@@ -156,13 +166,16 @@ def preprocess(
             the installed Pillow's and the pass order changes its bytes; the
             side-limit text as :class:`KimiK3Error`.
         ImageTooLargeError: (an :class:`ImageError`) an encoded image over
-            ``max_image_pixels``.
+            ``max_image_pixels`` or ``max_decoded_bytes``.
         ImageError: a file or bytes object that cannot be read or decoded (missing,
-            truncated, not an image), naming its batch index; a wrong ``out``;
+            truncated, not an image, a progressive JPEG of more than 500 scans, a
+            format not in ``allowed_formats``), naming its batch index; a wrong ``out``;
             ``image {index}: video_chunk has no frames`` for an empty chunk.
         TypeError: ``media_proc_cfg`` is not a mapping; an unknown key inside
             ``transparent_bg_config``; ``exif_transpose`` is not a bool; ``out`` is not
-            an array; ``num_threads`` is not an int.
+            an array; ``num_threads`` is not an int; ``allowed_formats`` is not a list
+            of str.
+        MemoryError: naming the batch index, when an image's decode runs out of memory.
 
     Note:
         The pixel work runs with the GIL released, so threads preprocess in parallel.
@@ -178,7 +191,9 @@ def preprocess(
         ((256, 3, 14, 14), [[1, 16, 16]])
     """
     cfg = MediaProcConfig.from_dict(media_proc_cfg)
-    opts = _Options.make(pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels, max_decoded_bytes)
+    opts = _Options.make(
+        pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels, max_decoded_bytes, allowed_formats
+    )
     pixel_values, grid_thws = _run(_as_list(images), cfg, opts, out)
     return {"pixel_values": pixel_values, "grid_thws": grid_thws}
 
