@@ -22,9 +22,9 @@ pub const IN_PATCH_LIMIT_RULE: &str = "an integer in 1..=2**53";
 /// The rule of `fixed_output_tokens` (the reference applies `int()` to it).
 pub const FIXED_OUTPUT_TOKENS_RULE: &str = "None or a number in 0..=2**31-1";
 /// The rule of `image_mean`.
-pub const MEAN_RULE: &str = "three finite numbers";
+pub const MEAN_RULE: &str = "three finite numbers (or one, for every channel)";
 /// The rule of `image_std`.
-pub const STD_RULE: &str = "three finite non-zero numbers";
+pub const STD_RULE: &str = "three finite non-zero numbers (or one, for every channel)";
 /// The rule of the chessboard colour values.
 pub const BYTE_RULE: &str = "an integer in 0..=255";
 /// The rule of `transparent_bg_config.chessboard_square_on_top_left`.

@@ -333,6 +333,12 @@ pub enum KimiError {
     /// A caller's `out=` array is not C-contiguous, aligned and writeable.
     #[error("out must be a C-contiguous, aligned, writeable array")]
     OutLayout,
+    /// A caller's `out=` array shares memory with an input image.
+    #[error("out overlaps image {index}")]
+    OutOverlap {
+        /// The image's position in the batch.
+        index: usize,
+    },
     /// A caller's `out=` array (or an input) is in use by another call.
     #[error("{what} is in use by another call (a shared or overlapping buffer): {reason}")]
     Busy {

@@ -647,10 +647,13 @@ pub fn check_out_dtype(dtype: OutputDtype, dtype_name: &str) -> Result<(), KimiE
     })
 }
 
-/// Check a caller's buffer against the plan and the dtype asked for; a buffer
-/// of `u16` bits (`bits16`) takes bfloat16 or float16, an `f32` one float32.
+/// Check a caller's buffer against the plan and the dtype asked for (a buffer
+/// of `u16` bits, `bits16`, takes bfloat16 or float16, an `f32` one float32),
+/// and that its memory overlaps no image's (the bounds check of
+/// `np.may_share_memory`: the batch is read while `out` is written).
 fn check_out<T>(
     out: &OutBuffer<'_, T>,
+    images: &[ImageView<'_>],
     dtype: OutputDtype,
     bits16: bool,
     expected: [usize; 4],
@@ -679,6 +682,14 @@ fn check_out<T>(
             got: format!("{:?}", out.shape),
             expected: format!("{expected:?}"),
         });
+    }
+    let written = out.values.as_ptr_range();
+    let written = written.start as usize..written.end as usize;
+    if let Some(index) = images.iter().position(|image| {
+        let read = image.data.as_ptr_range();
+        (read.start as usize) < written.end && written.start < read.end as usize
+    }) {
+        return Err(KimiError::OutOverlap { index });
     }
     Ok(())
 }
@@ -776,13 +787,13 @@ pub fn run_planned(
             Some(PixelValues::Bits16(values))
         }
         (Output::Float32(buf), dtype) => {
-            check_out(&buf, dtype, false, shape)?;
+            check_out(&buf, images, dtype, false, shape)?;
             let table = ValueTable::float32(&lut);
             run_batch(images, &plan, config, &table, compat, threads, buf.values)?;
             None
         }
         (Output::Bits16(buf), dtype) => {
-            check_out(&buf, dtype, true, shape)?;
+            check_out(&buf, images, dtype, true, shape)?;
             run_batch(
                 images,
                 &plan,

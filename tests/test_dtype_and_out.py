@@ -312,3 +312,29 @@ def test_out_misaligned_or_byteswapped_messages_name_the_problem():
         kimi_k3_rs.preprocess(img, media_proc_cfg, out=misaligned)
     with pytest.raises(ImageError, match="(?i)byte.?order|endian|native"):
         kimi_k3_rs.preprocess(img, media_proc_cfg, out=np.zeros((n, 3, 14, 14), ">f4"))
+
+
+def test_out_overlapping_an_input_through_another_base_is_refused():
+    """Issue #13 (9): an ``out`` that shares memory with an input through a different
+    base object (a memoryview, a ctypes buffer) is refused by its byte ranges, naming
+    the image, before anything is written."""
+    import ctypes
+
+    cfg = kimi_k3_rs.kimi_k25_media_proc_cfg()
+    image = np.random.default_rng(0).integers(0, 256, (28, 28, 3), dtype=np.uint8)
+    n = kimi_k3_rs.preprocess(image, cfg)["pixel_values"].shape[0]
+    values = 2 * n * 3 * 14 * 14
+    buffer = (ctypes.c_float * values)()
+    out = np.ctypeslib.as_array(buffer).reshape(2 * n, 3, 14, 14)
+    out.fill(7.0)
+    alias = np.ctypeslib.as_array(ctypes.cast(buffer, ctypes.POINTER(ctypes.c_uint8)), shape=(values * 4,))
+    view = alias[1000 : 1000 + image.nbytes].reshape(28, 28, 3)
+    with pytest.raises(kimi_k3_rs.ImageError, match=r"^out overlaps image 1$"):
+        kimi_k3_rs.preprocess([image, view], cfg, out=out)
+    assert (out == 7.0).all()  # nothing written
+    through_memoryview = np.frombuffer(memoryview(out).cast("B"), dtype=np.uint8)[-image.nbytes :].reshape(28, 28, 3)
+    with pytest.raises(kimi_k3_rs.ImageError, match=r"^out overlaps image 0$"):
+        kimi_k3_rs.preprocess([through_memoryview, image], cfg, out=out)
+    separate = np.empty_like(out)  # adjacent or unrelated memory is fine
+    got = kimi_k3_rs.preprocess([image, image], cfg, out=separate)
+    assert got["pixel_values"] is separate

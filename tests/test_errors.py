@@ -694,3 +694,31 @@ def test_memory_error_while_decoding_names_the_image(monkeypatch):
     monkeypatch.setattr(PpmImagePlugin.PpmImageFile, "load", no_memory)
     with pytest.raises(MemoryError, match=r"^image 0: out of memory$"):
         kimi_k3_rs.preprocess(_ppm(), kimi_k3_rs.kimi_k25_media_proc_cfg())
+
+
+@pytest.mark.parametrize(
+    "mean",
+    [0.5, np.array(0.5), np.float32(0.5), [0.5], (0.5,), np.array([0.5]), memoryview(np.array([0.5, 0.5, 0.5]))],
+)
+def test_one_mean_or_std_is_broadcast_to_every_channel(mean):
+    """Issue #13 (10): a scalar, 0-d or one-element ``image_mean`` / ``image_std`` is
+    broadcast to the three channels, as the checkpoint's ``np.array(mean)`` arithmetic
+    broadcasts it; the values equal the three-number config's."""
+    image = np.random.default_rng(5).integers(0, 256, (30, 44, 3), dtype=np.uint8)
+    base = kimi_k3_rs.kimi_k25_media_proc_cfg()
+    want = kimi_k3_rs.preprocess(image, {**base, "image_mean": [0.5] * 3, "image_std": [0.5] * 3})
+    got = kimi_k3_rs.preprocess(image, {**base, "image_mean": mean, "image_std": mean})
+    assert got["pixel_values"].tobytes() == want["pixel_values"].tobytes()
+
+
+@pytest.mark.parametrize("key", ["image_mean", "image_std", "fixed_output_tokens"])
+@pytest.mark.parametrize("value", [10**400, [10**400] * 3, np.array([0.5, 0.5]), "0.5", [0.5, 0.5]])
+def test_overflowing_or_malformed_config_values_are_config_errors(key, value):
+    """Issue #13 (10): no OverflowError or numpy error escapes: a ConfigError naming the
+    key and the (abbreviated) value."""
+    if key == "fixed_output_tokens" and not isinstance(value, int):
+        value = 10**400 if isinstance(value, str) else value
+    cfg = {**kimi_k3_rs.kimi_k25_media_proc_cfg(), key: value}
+    with pytest.raises(kimi_k3_rs.ConfigError, match=rf'^media_proc_cfg\["{key}"\] must be ') as info:
+        kimi_k3_rs.preprocess(np.zeros((8, 8, 3), np.uint8), cfg)
+    assert len(str(info.value)) <= 1024

@@ -36,13 +36,19 @@ pub(crate) enum Names<'a> {
 }
 
 impl Names<'_> {
+    /// The number errors give image `k`.
+    pub(crate) fn index(self, k: usize) -> usize {
+        match self {
+            Names::Lone => k,
+            Names::Batch(names) => names.and_then(|n| n.get(k).copied()).unwrap_or(k),
+        }
+    }
+
     /// `err` raised for image `k`.
     pub(crate) fn error(self, k: usize, err: KimiError) -> PyErr {
         match self {
             Names::Lone => to_py_err(err),
-            Names::Batch(names) => {
-                at_image(names.and_then(|n| n.get(k).copied()).unwrap_or(k), err)
-            }
+            Names::Batch(_) => at_image(self.index(k), err),
         }
     }
 }

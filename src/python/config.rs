@@ -55,24 +55,38 @@ fn int_key(key: &'static str, rule: &'static str, value: &Bound<'_, PyAny>) -> P
         .ok_or_else(|| bad(key, rule, value))
 }
 
-/// Three finite reals (a list, tuple or array), as the reference's `np.array(value)`.
+/// Three reals (a list, tuple or array), as the reference's `np.array(value)`; one
+/// real (a number, a 0-d array, or a sequence of one) is broadcast to the three
+/// channels, as `(x - np.array(mean)) / np.array(std)` broadcasts it there.
 fn three(key: &'static str, rule: &'static str, value: &Bound<'_, PyAny>) -> PyResult<[f64; 3]> {
+    let zero_dim = value
+        .getattr("ndim")
+        .and_then(|n| n.extract::<usize>())
+        .ok()
+        == Some(0);
+    let scalar = if zero_dim {
+        value.call_method0("item")?
+    } else {
+        value.clone()
+    };
+    if let Some(v) = real(&scalar)? {
+        return Ok([v; 3]);
+    }
     // A sequence (list, tuple, numpy array), as `np.array(value)` reads one.
     let text_like = value.is_instance_of::<PyString>()
         || value.is_instance_of::<PyBytes>()
         || value.is_instance_of::<PyByteArray>();
     let sequence = value.cast::<PySequence>().is_ok() || value.hasattr("__array__")?;
-    if sequence && !text_like && value.len().ok() == Some(3) {
-        let mut out = [0.0; 3];
-        let mut ok = true;
-        for (slot, item) in out.iter_mut().zip(value.try_iter()?) {
-            match real(&item?)? {
-                Some(v) => *slot = v,
-                None => ok = false,
-            }
-        }
-        if ok {
-            return Ok(out);
+    let len = value.len().ok();
+    if sequence && !text_like && matches!(len, Some(1 | 3)) {
+        let items = value
+            .try_iter()?
+            .map(|item| real(&item?))
+            .collect::<PyResult<Option<Vec<f64>>>>()?;
+        match items.as_deref() {
+            Some(&[v]) => return Ok([v; 3]),
+            Some(&[a, b, c]) => return Ok([a, b, c]),
+            _ => {}
         }
     }
     Err(bad(key, rule, value))

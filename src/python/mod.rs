@@ -342,6 +342,9 @@ fn preprocess<'py>(
     }
     .map_err(|e| match e {
         KimiError::AtImage { index, error } => names.error(index, *error),
+        KimiError::OutOverlap { index } => to_py_err(KimiError::OutOverlap {
+            index: names.index(index),
+        }),
         e => to_py_err(e),
     })?;
     Ok((out, grid_array(py, &done.grid_thws)?))
