@@ -29,7 +29,8 @@ static LIB: OnceLock<Result<libjpeg::Api, String>> = OnceLock::new();
 ///
 /// # Errors
 /// Why it cannot be used: not loadable, not libjpeg (a `jpeg_*` entry point is
-/// missing), not libjpeg-turbo (no `jpeg_skip_scanlines`), not API 6.2.
+/// missing), not libjpeg-turbo (no `jpeg_skip_scanlines`), without unwind
+/// tables (`.eh_frame`, which its error exit needs), not API 6.2.
 pub fn load(path: &Path) -> Result<String, String> {
     match LIB.get_or_init(|| libjpeg::Api::open(path)) {
         Ok(api) => Ok(api.description.clone()),

@@ -208,8 +208,8 @@ pub(super) enum Fault {
 
 impl Api {
     /// dlopen `path`, look up the entry points, require libjpeg-turbo (it has
-    /// `jpeg_skip_scanlines`) and check that a decompress object of our
-    /// struct's size can be created (API 6.2, same layout).
+    /// `jpeg_skip_scanlines`) with unwind tables, and check that a decompress
+    /// object of our struct's size can be created (API 6.2, same layout).
     pub(super) fn open(path: &Path) -> Result<Self, String> {
         let shown = path.display();
         let name = path.to_str().ok_or(format!("{shown}: not a UTF-8 path"))?;
@@ -243,12 +243,15 @@ impl Api {
             description: String::new(),
             _lib: lib,
         };
+        // error_exit unwinds through the library's frames: it needs their unwind
+        // tables (ELF `.eh_frame`, Mach-O `__eh_frame`), or the process aborts.
+        let bytes = std::fs::read(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
+        if !bytes.windows(8).any(|w| w == b"eh_frame") {
+            return Err(format!("{shown} has no unwind tables (.eh_frame)"));
+        }
         api.create_destroy(size_of::<Decompress>())
             .map_err(|e| format!("{shown} does not take libjpeg 6.2 objects: {e}"))?;
-        let version = std::fs::read(path)
-            .ok()
-            .and_then(|bytes| turbo_version(&bytes));
-        let name = version.unwrap_or_else(|| "libjpeg-turbo".into());
+        let name = turbo_version(&bytes).unwrap_or_else(|| "libjpeg-turbo".into());
         api.description = format!("{name} (libjpeg API 6.2) at {shown}");
         Ok(api)
     }
