@@ -1,41 +1,303 @@
-//! JPEG through the libjpeg-turbo that the installed Pillow links (placeholder).
+//! JPEG through the libjpeg-turbo that the installed Pillow links, loaded at
+//! run time ([`load`]), decoded as Pillow's `ImageFile.load` does.
+//!
+//! [`route`] reads the markers up to the first SOS the way
+//! `PIL/JpegImagePlugin.py` (`JpegImageFile._open` and its `SOF`, `DQT`,
+//! `APP` handlers) does, so a file Pillow cannot open is an error here too, and
+//! the native header is the size and mode Pillow gives. [`decode_into`] runs
+//! the library with the settings of `libImaging/JpegDecode.c` (see
+//! `libjpeg.rs`), so the pixels are Pillow's by construction.
+
+mod libjpeg;
 
 use std::path::Path;
+use std::sync::OnceLock;
 
-use super::{Header, Limits, Route};
-use crate::error::KimiError;
+use super::{Format, Header, Limits, Route, MAX_SCANS};
+use crate::error::{abbreviate, KimiError};
+
+/// The library [`load`] opened first, or why it could not.
+static LIB: OnceLock<Result<libjpeg::Api, String>> = OnceLock::new();
 
 /// Load the libjpeg at `path` (the one the installed Pillow links) for this
-/// process; later calls return the first result. Returns a description of the
-/// library, e.g. `"libjpeg-turbo 3.2.0 (libjpeg API 6.2)"`.
+/// process; later calls return the first result, whatever their `path`.
+/// Returns a description of the library, e.g. `"libjpeg-turbo version 3.2.0
+/// (build 20261016) (libjpeg API 6.2) at /.../libjpeg-6dc8d115.so.62.4.0"`.
+///
+/// The library is checked by creating and destroying one decompress object
+/// (`jpeg_CreateDecompress` refuses another API version or struct size).
 ///
 /// # Errors
-/// Why it cannot be used: not found, not libjpeg API 6.2, not libjpeg-turbo.
-pub fn load(_path: &Path) -> Result<String, String> {
-    Err("native JPEG decoding is not built yet".into())
+/// Why it cannot be used: not loadable, not libjpeg (a `jpeg_*` entry point is
+/// missing), not libjpeg-turbo (no `jpeg_skip_scanlines`), without unwind
+/// tables (`.eh_frame`, which its error exit needs), not API 6.2.
+pub fn load(path: &Path) -> Result<String, String> {
+    match LIB.get_or_init(|| libjpeg::Api::open(path)) {
+        Ok(api) => Ok(api.description.clone()),
+        Err(e) => Err(e.clone()),
+    }
+}
+
+fn corrupt(detail: &str) -> KimiError {
+    KimiError::Decode {
+        format: "JPEG",
+        detail: abbreviate(detail),
+    }
+}
+
+/// The frame header (SOFn, or DHP, which Pillow reads with the same handler).
+#[derive(Clone, Copy)]
+struct Frame {
+    code: u8,
+    width: usize,
+    height: usize,
+    layers: u8,
 }
 
 /// Read a JPEG's headers: see [`super::route`].
 ///
+/// Walks the markers from SOI to the first SOS as `JpegImageFile._open` does
+/// (junk bytes skipped, `FFFF` padding, `FF00`, bare markers, and the same
+/// faults: `FF01`..`FFBF`, a truncated segment, a short JFIF/Adobe/ICC/SOF/DQT
+/// segment, a malformed Photoshop block, no SOF or no SOS) and counts the SOS
+/// markers of a progressive file over the whole file. Native only for one
+/// SOF0/SOF1/SOF2 frame of 8 bits with 1 (`L`) or 3 (`RGB`) components and a
+/// non-zero size, no MPF (MPO) segment, and, when `exif_transpose`, no APP1.
+///
 /// # Errors
-/// As [`super::route`].
-pub fn route(_data: &[u8], _exif_transpose: bool) -> Result<Route, KimiError> {
-    Ok(Route::Pillow("native JPEG decoding is not built yet"))
+/// `KimiError::Decode` where Pillow's `Image.open` raises; `KimiError::TooManyScans`
+/// for a progressive file of more than [`MAX_SCANS`] scans.
+pub fn route(data: &[u8], exif_transpose: bool) -> Result<Route, KimiError> {
+    if !data.starts_with(&[0xFF, 0xD8, 0xFF]) {
+        return Err(corrupt("not a JPEG file"));
+    }
+    let mut pos = 3;
+    let mut byte = Some(0xFF);
+    let next = |pos: &mut usize| {
+        let b = data.get(*pos).copied();
+        *pos += 1;
+        b
+    };
+    let (mut frame, mut frames) = (None::<Frame>, 0usize);
+    let (mut app1, mut mpo) = (false, false);
+    let mut icc: Vec<&[u8]> = Vec::new();
+    let scan_start = loop {
+        let Some(b) = byte else {
+            return Err(corrupt("no SOS marker before the end of the data"));
+        };
+        if b != 0xFF {
+            byte = next(&mut pos);
+            continue;
+        }
+        let Some(code) = next(&mut pos) else {
+            return Err(corrupt("no SOS marker before the end of the data"));
+        };
+        match code {
+            0xFF => continue,
+            0x01..=0xBF => return Err(corrupt("no marker found")),
+            0x00 | 0xC8 | 0xD0..=0xD9 | 0xF0..=0xFD => {
+                byte = next(&mut pos);
+                continue;
+            }
+            _ => {}
+        }
+        let len = data
+            .get(pos..pos + 2)
+            .ok_or_else(|| corrupt("truncated marker length"))?;
+        pos += 2;
+        let n = usize::from(u16::from_be_bytes([len[0], len[1]])).saturating_sub(2);
+        let s = data
+            .get(pos..pos + n)
+            .ok_or_else(|| corrupt("truncated marker segment"))?;
+        pos += n;
+        match code {
+            0xDA => break pos,
+            0xDB => dqt(s)?,
+            0xE0 if s.starts_with(b"JFIF") && s.len() < 7 => {
+                return Err(corrupt("short JFIF segment"))
+            }
+            0xE1 => app1 = true,
+            0xE2 if s.starts_with(b"MPF\0") => mpo = true,
+            0xE2 if s.starts_with(b"ICC_PROFILE\0") => icc.push(s),
+            0xED if s.starts_with(b"Photoshop 3.0\0") => photoshop(s)?,
+            0xEE if s.starts_with(b"Adobe") && s.len() < 7 => {
+                return Err(corrupt("short Adobe segment"))
+            }
+            0xC0..=0xC3 | 0xC5..=0xC7 | 0xC9..=0xCB | 0xCD..=0xCF | 0xDE => {
+                if s.len() < 5 {
+                    return Err(corrupt("short SOF segment"));
+                }
+                if s[0] != 8 {
+                    return Ok(Route::Pillow("JPEG precision is not 8 bits"));
+                }
+                let &layers = s.get(5).ok_or_else(|| corrupt("short SOF segment"))?;
+                if !matches!(layers, 1 | 3 | 4) {
+                    return Ok(Route::Pillow("JPEG with other than 1, 3 or 4 components"));
+                }
+                // Pillow's ICC fix-up reads byte 13 of the smallest fragment.
+                if icc.iter().min().is_some_and(|first| first.len() < 14) {
+                    return Err(corrupt("short ICC profile fragment"));
+                }
+                icc.clear();
+                if (s.len() - 6) % 3 != 0 {
+                    return Err(corrupt("bad SOF component list"));
+                }
+                let be = |i: usize| usize::from(u16::from_be_bytes([s[i], s[i + 1]]));
+                frame = Some(Frame {
+                    code,
+                    width: be(3),
+                    height: be(1),
+                    layers,
+                });
+                frames += 1;
+            }
+            _ => {}
+        }
+        byte = next(&mut pos);
+    };
+    let frame = frame.ok_or_else(|| corrupt("no SOF marker before SOS"))?;
+    if matches!(frame.code, 0xC2 | 0xC6 | 0xCA | 0xCE) {
+        count_scans(data, scan_start, MAX_SCANS)?;
+    }
+    Ok(
+        match pillow_reason(frame, frames, mpo, exif_transpose && app1) {
+            Some(reason) => Route::Pillow(reason),
+            None => Route::Native(Header {
+                format: Format::Jpeg,
+                width: frame.width,
+                height: frame.height,
+                channels: usize::from(frame.layers),
+            }),
+        },
+    )
+}
+
+/// Why a file Pillow opens is left to Pillow, if it is.
+fn pillow_reason(
+    frame: Frame,
+    frames: usize,
+    mpo: bool,
+    orientation: bool,
+) -> Option<&'static str> {
+    Some(match frame.code {
+        _ if frames > 1 => "JPEG with several frame headers",
+        0xC3 | 0xC7 | 0xCB | 0xCF => "lossless JPEG",
+        0xC9..=0xCF => "arithmetic-coded JPEG",
+        0xC5 | 0xC6 | 0xDE => "hierarchical JPEG",
+        _ if frame.layers == 4 => "CMYK JPEG",
+        _ if frame.width == 0 || frame.height == 0 => "JPEG of zero width or height (DNL)",
+        _ if mpo => "MPO (JPEG with an MPF segment)",
+        _ if orientation => "EXIF/XMP orientation",
+        _ => return None,
+    })
+}
+
+/// `JpegImagePlugin.DQT`: every table must be complete.
+fn dqt(mut s: &[u8]) -> Result<(), KimiError> {
+    while let Some(&v) = s.first() {
+        let table = 1 + if v >> 4 == 0 { 64 } else { 128 };
+        s = s
+            .get(table..)
+            .ok_or_else(|| corrupt("bad quantization table marker"))?;
+    }
+    Ok(())
+}
+
+/// `JpegImagePlugin.APP` on a Photoshop APP13: a block cut inside its name
+/// length is an `IndexError` (Pillow fails to open), other cuts end the parse.
+fn photoshop(s: &[u8]) -> Result<(), KimiError> {
+    let mut at = 14usize;
+    while s.get(at..at + 4) == Some(b"8BIM") {
+        let Some(code) = s.get(at + 4..at + 6) else {
+            return Ok(());
+        };
+        let &name = s
+            .get(at + 6)
+            .ok_or_else(|| corrupt("malformed Photoshop segment"))?;
+        at += 7 + usize::from(name);
+        at += at & 1;
+        let Some(size) = s.get(at..at + 4) else {
+            return Ok(());
+        };
+        let size = u32::from_be_bytes([size[0], size[1], size[2], size[3]]) as usize;
+        at += 4;
+        let block = s.get(at..).unwrap_or_default();
+        if code == [0x03, 0xED] && block.len().min(size) < 14 {
+            return Ok(());
+        }
+        at = at.saturating_add(size).min(s.len() + 1);
+        at += at & 1;
+    }
+    Ok(())
+}
+
+/// Count the SOS markers from `pos` (just past the first SOS) to EOI or the
+/// end of the data, skipping entropy-coded bytes (`FF00` stuffing, RSTn) and
+/// the segments between scans.
+fn count_scans(data: &[u8], mut pos: usize, limit: usize) -> Result<usize, KimiError> {
+    let mut scans = 1;
+    while let Some(rest) = data.get(pos..) {
+        let Some(i) = rest.iter().position(|&b| b == 0xFF) else {
+            break;
+        };
+        let at = pos + i;
+        match data.get(at + 1) {
+            None | Some(0xD9) => break,
+            Some(0xFF) => pos = at + 1,
+            Some(0x00 | 0x01 | 0xD0..=0xD8) => pos = at + 2,
+            Some(&code) => {
+                if code == 0xDA {
+                    scans += 1;
+                    if scans > limit {
+                        return Err(KimiError::TooManyScans { scans, limit });
+                    }
+                }
+                let Some(len) = data.get(at + 2..at + 4) else {
+                    break;
+                };
+                pos = at + 2 + usize::from(u16::from_be_bytes([len[0], len[1]]));
+            }
+        }
+    }
+    Ok(scans)
 }
 
 /// Decode a JPEG whose [`route`] was `Route::Native(header)` into `out`
-/// (`header.decoded_len()` bytes).
+/// (`header.decoded_len()` bytes, rows of `width * channels`, `L` or `RGB`):
+/// the bytes of `np.asarray(Image.open(BytesIO(data)))`, written row by row
+/// straight into `out`.
 ///
 /// # Errors
-/// `KimiError::Decode` for corrupt or truncated data.
+/// `KimiError::Decode` when no libjpeg is loaded, for corrupt data (libjpeg's
+/// message), for data that ends before the last row ("image file is truncated",
+/// where Pillow raises too; data missing after the last row, e.g. EOI, is fine,
+/// as in Pillow), or when the library's header disagrees with `header`;
+/// `KimiError::TooManyScans` when the decode passes `limits.max_scans` scans.
 pub fn decode_into(
-    _data: &[u8],
-    _header: &Header,
-    _limits: &Limits,
-    _out: &mut [u8],
+    data: &[u8],
+    header: &Header,
+    limits: &Limits,
+    out: &mut [u8],
 ) -> Result<(), KimiError> {
-    Err(KimiError::Decode {
-        format: "JPEG",
-        detail: "native JPEG decoding is not built yet".into(),
+    let Some(Ok(api)) = LIB.get() else {
+        return Err(corrupt("no libjpeg loaded"));
+    };
+    if header.format != Format::Jpeg || !matches!(header.channels, 1 | 3) {
+        return Err(corrupt("native JPEG decoding gives L or RGB only"));
+    }
+    let shape = (header.width, header.height, header.channels);
+    libjpeg::decode(api, data, shape, limits.max_scans, out).map_err(|fault| match fault {
+        libjpeg::Fault::Lib(message) => corrupt(&message),
+        libjpeg::Fault::Truncated => corrupt("image file is truncated"),
+        libjpeg::Fault::TooManyScans(scans) => KimiError::TooManyScans {
+            scans,
+            limit: limits.max_scans,
+        },
+        libjpeg::Fault::Mismatch(seen) => corrupt(&format!(
+            "libjpeg reads (width, height, components) {seen}, the headers {shape:?}"
+        )),
     })
 }
+
+#[cfg(test)]
+mod tests;

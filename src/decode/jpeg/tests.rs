@@ -1,0 +1,383 @@
+//! `route` on JPEG streams built here or committed under `tests/data/jpeg/`,
+//! and the libjpeg binding against Debian's libjpeg62-turbo.
+
+use super::*;
+
+/// A marker segment: `FF code`, big-endian length, `body`.
+fn seg(code: u8, body: &[u8]) -> Vec<u8> {
+    let len = u16::try_from(body.len() + 2).expect("short test segment");
+    let mut v = vec![0xFF, code];
+    v.extend_from_slice(&len.to_be_bytes());
+    v.extend_from_slice(body);
+    v
+}
+
+/// SOFn body: precision, height, width, then (id, sampling, table) per component.
+fn sof(code: u8, precision: u8, height: u16, width: u16, comps: u8) -> Vec<u8> {
+    let mut b = vec![precision];
+    b.extend_from_slice(&height.to_be_bytes());
+    b.extend_from_slice(&width.to_be_bytes());
+    b.push(comps);
+    for id in 1..=comps {
+        b.extend_from_slice(&[id, if id == 1 { 0x22 } else { 0x11 }, 0]);
+    }
+    seg(code, &b)
+}
+
+fn sos() -> Vec<u8> {
+    seg(0xDA, &[1, 1, 0x00, 0, 63, 0])
+}
+
+/// SOI, `parts`, then entropy bytes and EOI.
+fn jpeg(parts: &[Vec<u8>]) -> Vec<u8> {
+    let mut v = vec![0xFF, 0xD8];
+    for p in parts {
+        v.extend_from_slice(p);
+    }
+    v.extend_from_slice(&[0x12, 0x34, 0xFF, 0x00, 0x56, 0xFF, 0xD9]);
+    v
+}
+
+fn native(width: usize, height: usize, channels: usize) -> Route {
+    Route::Native(Header {
+        format: Format::Jpeg,
+        width,
+        height,
+        channels,
+    })
+}
+
+fn is_decode_err(r: Result<Route, KimiError>) -> bool {
+    matches!(r, Err(KimiError::Decode { format: "JPEG", .. }))
+}
+
+#[test]
+fn frame_types_precision_and_components() {
+    let dqt = seg(0xDB, &[0; 65]);
+    for code in [0xC0, 0xC1, 0xC2] {
+        let rgb = jpeg(&[dqt.clone(), sof(code, 8, 48, 64, 3), sos()]);
+        assert_eq!(route(&rgb, false).unwrap(), native(64, 48, 3));
+        let grey = jpeg(&[sof(code, 8, 5, 3, 1), sos()]);
+        assert_eq!(route(&grey, false).unwrap(), native(3, 5, 1));
+    }
+    let cases: [(u8, u8, u8, &str); 8] = [
+        (0xC0, 8, 4, "CMYK JPEG"),
+        (0xC0, 12, 3, "JPEG precision is not 8 bits"),
+        (0xC1, 16, 1, "JPEG precision is not 8 bits"),
+        (0xC0, 8, 2, "JPEG with other than 1, 3 or 4 components"),
+        (0xC3, 8, 3, "lossless JPEG"),
+        (0xC9, 8, 3, "arithmetic-coded JPEG"),
+        (0xCA, 8, 1, "arithmetic-coded JPEG"),
+        (0xC5, 8, 3, "hierarchical JPEG"),
+    ];
+    for (code, precision, comps, reason) in cases {
+        let data = jpeg(&[sof(code, precision, 8, 8, comps), sos()]);
+        assert_eq!(
+            route(&data, false).unwrap(),
+            Route::Pillow(reason),
+            "SOF {code:x}"
+        );
+    }
+    let zero = jpeg(&[sof(0xC0, 8, 0, 8, 3), sos()]);
+    assert_eq!(
+        route(&zero, false).unwrap(),
+        Route::Pillow("JPEG of zero width or height (DNL)")
+    );
+    let two = jpeg(&[sof(0xC0, 8, 8, 8, 3), sof(0xC0, 8, 8, 8, 1), sos()]);
+    assert_eq!(
+        route(&two, false).unwrap(),
+        Route::Pillow("JPEG with several frame headers")
+    );
+}
+
+#[test]
+fn app_segments() {
+    let exif = seg(0xE1, b"Exif\0\0MM\0\x2a\0\0\0\x08\0\0");
+    let xmp = seg(0xE1, b"http://ns.adobe.com/xap/1.0/\0<x/>");
+    for app1 in [exif, xmp] {
+        let data = jpeg(&[app1, sof(0xC0, 8, 8, 8, 3), sos()]);
+        assert_eq!(route(&data, false).unwrap(), native(8, 8, 3));
+        assert_eq!(
+            route(&data, true).unwrap(),
+            Route::Pillow("EXIF/XMP orientation")
+        );
+    }
+    // An APP1 after the first SOS is not read by Pillow.
+    let mut late = jpeg(&[sof(0xC0, 8, 8, 8, 3), sos()]);
+    late.splice(late.len() - 2..late.len() - 2, seg(0xE1, b"Exif\0\0"));
+    assert_eq!(route(&late, true).unwrap(), native(8, 8, 3));
+    let mpf = jpeg(&[seg(0xE2, b"MPF\0II*\0"), sof(0xC0, 8, 8, 8, 3), sos()]);
+    assert_eq!(
+        route(&mpf, false).unwrap(),
+        Route::Pillow("MPO (JPEG with an MPF segment)")
+    );
+    let mut icc = b"ICC_PROFILE\0\x01\x01".to_vec();
+    icc.extend_from_slice(&[0; 20]);
+    let fine = [
+        seg(0xE0, b"JFIF\0\x01\x02"),
+        seg(0xEE, b"Adobe\0d\0\0\0\0\x01"),
+        seg(0xE2, &icc),
+    ];
+    let data = jpeg(&[
+        fine[0].clone(),
+        fine[1].clone(),
+        fine[2].clone(),
+        sof(0xC0, 8, 8, 8, 3),
+        sos(),
+    ]);
+    assert_eq!(route(&data, false).unwrap(), native(8, 8, 3));
+    // Photoshop blocks: cut in the size is tolerated, cut at the name length is not.
+    let ps = |tail: &[u8]| [b"Photoshop 3.0\0".as_slice(), tail].concat();
+    let ok = jpeg(&[
+        seg(0xED, &ps(b"8BIM\x04\x04\0\0\0\0\x02ab8BIM\x03\xed")),
+        sof(0xC0, 8, 8, 8, 1),
+        sos(),
+    ]);
+    assert_eq!(route(&ok, false).unwrap(), native(8, 8, 1));
+    let bad = jpeg(&[
+        seg(0xED, &ps(b"8BIM\x04\x04")),
+        sof(0xC0, 8, 8, 8, 1),
+        sos(),
+    ]);
+    assert!(is_decode_err(route(&bad, false)));
+    for short in [
+        seg(0xE0, b"JFIF\0\x01"),
+        seg(0xEE, b"Adobe\0"),
+        seg(0xE2, b"ICC_PROFILE\0\x01"),
+    ] {
+        let data = jpeg(&[short, sof(0xC0, 8, 8, 8, 3), sos()]);
+        assert!(is_decode_err(route(&data, false)));
+    }
+}
+
+#[test]
+fn marker_walk_like_pillow() {
+    // Junk bytes, FFFF padding, FF00, bare RSTn/EOI/SOI and JPGn markers are skipped.
+    let skipped = vec![
+        0x00, 0x17, 0xFF, 0xFF, 0xFF, 0x00, 0xFF, 0xD3, 0xFF, 0xD9, 0xFF, 0xF1,
+    ];
+    let data = jpeg(&[seg(0xFE, b"c"), skipped, sof(0xC0, 8, 16, 32, 3), sos()]);
+    assert_eq!(route(&data, false).unwrap(), native(32, 16, 3));
+    // FF01 (TEM) and FF02..FFBF are not in Pillow's marker table.
+    for code in [0x01, 0x02, 0xBF] {
+        let data = jpeg(&[vec![0xFF, code], sof(0xC0, 8, 8, 8, 3), sos()]);
+        assert!(is_decode_err(route(&data, false)), "FF{code:02X}");
+    }
+    // A length under 2 reads as an empty segment.
+    let data = jpeg(&[vec![0xFF, 0xFE, 0x00, 0x01], sof(0xC0, 8, 8, 8, 1), sos()]);
+    assert_eq!(route(&data, false).unwrap(), native(8, 8, 1));
+    let bad_dqt = jpeg(&[seg(0xDB, &[0x10; 65]), sof(0xC0, 8, 8, 8, 3), sos()]);
+    assert!(is_decode_err(route(&bad_dqt, false)));
+    let mut bad_sof = sof(0xC0, 8, 8, 8, 3);
+    bad_sof.push(0);
+    bad_sof[3] += 1;
+    assert!(is_decode_err(route(&jpeg(&[bad_sof, sos()]), false)));
+    assert!(is_decode_err(route(&jpeg(&[sos()]), false)), "no SOF");
+    assert!(
+        is_decode_err(route(&jpeg(&[sof(0xC0, 8, 8, 8, 3)]), false)),
+        "no SOS"
+    );
+}
+
+#[test]
+fn truncated_headers() {
+    let full = jpeg(&[seg(0xDB, &[0; 65]), sof(0xC0, 8, 8, 8, 3), sos()]);
+    let sos_end = full.len() - 7;
+    for cut in 3..sos_end {
+        assert!(is_decode_err(route(&full[..cut], false)), "cut at {cut}");
+    }
+    assert_eq!(route(&full[..sos_end], false).unwrap(), native(8, 8, 3));
+    assert!(is_decode_err(route(b"\xFF\xD8", false)));
+    assert!(is_decode_err(route(b"GIF89a", false)));
+}
+
+/// A progressive stream of `scans` scans with stuffed bytes and RST markers.
+fn progressive(scans: usize) -> Vec<u8> {
+    let mut v = vec![0xFF, 0xD8];
+    v.extend(sof(0xC2, 8, 8, 8, 1));
+    for i in 0..scans {
+        if i % 7 == 3 {
+            v.extend(seg(0xC4, &[0x00; 17]));
+        }
+        v.extend(sos());
+        v.extend_from_slice(&[0x01, 0xFF, 0x00, 0xDA, 0xFF, 0xD2, 0xDA, 0xFF, 0xFF, 0x00]);
+    }
+    v.extend_from_slice(&[0xFF, 0xD9]);
+    v
+}
+
+#[test]
+fn scan_counting() {
+    assert_eq!(count_scans(&progressive(7), 0, 100).unwrap(), 8);
+    assert_eq!(route(&progressive(500), false).unwrap(), native(8, 8, 1));
+    let err = route(&progressive(501), false).unwrap_err();
+    assert_eq!(
+        err,
+        KimiError::TooManyScans {
+            scans: 501,
+            limit: 500
+        }
+    );
+    // Sequential files are not counted; a truncated progressive one still routes.
+    let mut seq = progressive(600);
+    seq[3] = 0xC0;
+    assert_eq!(route(&seq, false).unwrap(), native(8, 8, 1));
+    let cut = progressive(20);
+    assert_eq!(
+        route(&cut[..cut.len() - 30], false).unwrap(),
+        native(8, 8, 1)
+    );
+}
+
+fn committed(name: &str) -> Vec<u8> {
+    let path = format!("{}/tests/data/jpeg/{name}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+#[test]
+fn committed_files_route() {
+    for name in [
+        "s440.jpg",
+        "s411.jpg",
+        "s410.jpg",
+        "s_mixed.jpg",
+        "rgb_adobe.jpg",
+    ] {
+        assert_eq!(
+            route(&committed(name), true).unwrap(),
+            native(64, 48, 3),
+            "{name}"
+        );
+    }
+    for name in [
+        "s440_progressive_odd.jpg",
+        "s411_odd.jpg",
+        "restart_every_block_odd.jpg",
+    ] {
+        assert_eq!(
+            route(&committed(name), false).unwrap(),
+            native(61, 45, 3),
+            "{name}"
+        );
+    }
+    assert_eq!(
+        route(&committed("ycck.jpg"), false).unwrap(),
+        Route::Pillow("CMYK JPEG")
+    );
+    for name in ["arithmetic.jpg", "arithmetic_progressive.jpg"] {
+        assert_eq!(
+            route(&committed(name), false).unwrap(),
+            Route::Pillow("arithmetic-coded JPEG")
+        );
+    }
+    let many = route(&committed("progressive_528_scans.jpg"), false);
+    assert_eq!(
+        many.unwrap_err(),
+        KimiError::TooManyScans {
+            scans: 501,
+            limit: 500
+        }
+    );
+}
+
+/// Debian's libjpeg62-turbo, the same ABI as Pillow's bundled libjpeg-turbo.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+fn debian() -> libjpeg::Api {
+    const DEBIAN: &str = "/usr/lib/x86_64-linux-gnu/libjpeg.so.62";
+    assert!(
+        Path::new(DEBIAN).exists(),
+        "{DEBIAN} is missing: apt-get install libjpeg62-turbo"
+    );
+    libjpeg::Api::open(Path::new(DEBIAN)).expect("Debian's libjpeg62-turbo loads")
+}
+
+#[test]
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+fn struct_size_checked_by_the_library() {
+    let api = debian();
+    assert!(
+        api.description.starts_with("libjpeg-turbo version 2."),
+        "{}",
+        api.description
+    );
+    assert!(
+        api.description.contains("(libjpeg API 6.2) at /usr/lib"),
+        "{}",
+        api.description
+    );
+    let size = size_of::<libjpeg::Decompress>();
+    api.create_destroy(size)
+        .expect("our struct has the library's size");
+    let err = api.create_destroy(size + 8).unwrap_err();
+    let expected = format!("library thinks size is {size}, caller expects {}", size + 8);
+    assert!(err.contains(&expected), "{err}");
+    let not_jpeg = libjpeg::Api::open(Path::new("/nonexistent/libjpeg.so"))
+        .err()
+        .unwrap();
+    assert!(
+        not_jpeg.starts_with("cannot load /nonexistent/libjpeg.so"),
+        "{not_jpeg}"
+    );
+}
+
+#[test]
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+fn decode_faults_through_the_library() {
+    use libjpeg::{decode, Fault};
+    let api = debian();
+    let data = committed("s440_progressive_odd.jpg");
+    let mut out = vec![0u8; 61 * 45 * 3];
+    decode(&api, &data, (61, 45, 3), 500, &mut out).expect("decodes");
+    assert!(out.iter().any(|&b| b != 0));
+    // The progress monitor stops a decode past its scan limit.
+    assert_eq!(
+        decode(&api, &data, (61, 45, 3), 3, &mut out),
+        Err(Fault::TooManyScans(4))
+    );
+    let many = committed("progressive_528_scans.jpg");
+    let mut small = vec![0u8; 64];
+    decode(&api, &many, (8, 8, 1), 528, &mut small).expect("528 scans within a limit of 528");
+    assert_eq!(
+        decode(&api, &many, (8, 8, 1), 500, &mut small),
+        Err(Fault::TooManyScans(501))
+    );
+    // Truncated data is an error, not libjpeg's fake EOI; a missing EOI alone is fine.
+    let base = committed("s440.jpg");
+    let mut out = vec![0u8; 64 * 48 * 3];
+    assert_eq!(
+        decode(&api, &base[..base.len() / 2], (64, 48, 3), 500, &mut out),
+        Err(Fault::Truncated)
+    );
+    assert_eq!(
+        decode(&api, &base[..300], (64, 48, 3), 500, &mut out),
+        Err(Fault::Truncated)
+    );
+    // libjpeg's own errors arrive as messages, and a wrong header is caught.
+    let mut bad = base.clone();
+    let sof_at = bad.windows(2).position(|w| w == [0xFF, 0xC0]).unwrap();
+    bad[sof_at + 4] = 7; // precision
+    match decode(&api, &bad, (64, 48, 3), 500, &mut out) {
+        Err(Fault::Lib(m)) => assert!(m.contains("precision"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        decode(&api, &base, (48, 64, 3), 500, &mut out),
+        Err(Fault::Mismatch(_))
+    ));
+    assert!(matches!(
+        decode(&api, &base, (64, 48, 3), 500, &mut out[1..]),
+        Err(Fault::Mismatch(_))
+    ));
+}
+
+/// No unit test calls `load`, so the process-wide library stays unset here.
+#[test]
+fn decode_without_a_loaded_library() {
+    let data = committed("s440.jpg");
+    let Ok(Route::Native(header)) = route(&data, false) else {
+        panic!("native route")
+    };
+    let mut out = vec![0u8; header.decoded_len().unwrap()];
+    let err = decode_into(&data, &header, &Limits::default(), &mut out).unwrap_err();
+    assert_eq!(err.to_string(), "cannot decode JPEG: no libjpeg loaded");
+}
