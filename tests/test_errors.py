@@ -722,3 +722,36 @@ def test_overflowing_or_malformed_config_values_are_config_errors(key, value):
     with pytest.raises(kimi_k3_rs.ConfigError, match=rf'^media_proc_cfg\["{key}"\] must be ') as info:
         kimi_k3_rs.preprocess(np.zeros((8, 8, 3), np.uint8), cfg)
     assert len(str(info.value)) <= 1024
+
+
+PER_IMAGE_FAULTS = {
+    "zero-size PIL RGB": lambda: Image.new("RGB", (0, 5)),
+    "zero-size PIL L": lambda: Image.new("L", (3, 0)),
+    "zero-size PIL P": lambda: Image.new("P", (0, 3)),
+    "embedded null path": lambda: "a\0b.png",
+    "missing path": lambda: "/nonexistent/kimi.png",
+    "empty bytes": lambda: b"",
+    "not an image": lambda: b"hello, world, this is text",
+    "bad data URL": lambda: "data:image/png;base64,@@@",
+    "1-D array": lambda: np.zeros(4, np.uint8),
+    "truncated JPEG": lambda: _truncated_jpeg(),
+}
+
+
+def _truncated_jpeg() -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (64, 48), (9, 99, 199)).save(buffer, "JPEG")
+    return buffer.getvalue()[:-200]
+
+
+@pytest.mark.parametrize("name", sorted(PER_IMAGE_FAULTS))
+def test_every_per_image_error_names_its_index(name):
+    """Issue #13 (11): every per-image error names its batch index, on preprocess and on
+    the deferred flow (sizing or materialize)."""
+    good = np.zeros((4, 4, 3), np.uint8)
+    cfg = kimi_k3_rs.kimi_k25_media_proc_cfg()
+    batch = [good, good, PER_IMAGE_FAULTS[name]()]
+    with pytest.raises(kimi_k3_rs.ImageError, match=r"^image 2: "):
+        kimi_k3_rs.preprocess(batch, cfg, num_threads=2)
+    with pytest.raises(kimi_k3_rs.ImageError, match=r"^image 2: "):
+        kimi_k3_rs.prepare_kimi_k3_encoder_inputs(batch, cfg).materialize()

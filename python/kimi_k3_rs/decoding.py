@@ -114,6 +114,11 @@ def _pixel_limit(max_image_pixels: int | None) -> Iterator[None]:
         _LIMIT.reset(token)
 
 
+#: What ``Image.open`` takes from a plugin (its magic-bytes test or its open) as "not
+#: this format": it then tries the next plugin.
+_NOT_THIS_FORMAT = (SyntaxError, IndexError, TypeError, struct.error)
+
+
 def _magic_formats(prefix: bytes) -> tuple[list[str], list[str]]:
     """What Pillow's plugins say of encoded data from its first 16 bytes, in
     ``Image.open``'s order: the formats whose magic-bytes test accepts them, and the
@@ -124,10 +129,13 @@ def _magic_formats(prefix: bytes) -> tuple[list[str], list[str]]:
         accept = Image.OPEN[format_id][1]
         if accept is None:
             untested.append(format_id)
-        else:
+            continue
+        try:
             accepted = accept(prefix)
-            if accepted and not isinstance(accepted, str):
-                accepting.append(format_id)
+        except _NOT_THIS_FORMAT:
+            continue
+        if accepted and not isinstance(accepted, str):
+            accepting.append(format_id)
     return accepting, untested
 
 
@@ -228,7 +236,8 @@ def _open_plugins(source: _Source) -> Image.Image:
     """``Image.open(source)`` without its pixel-limit check: the format plugins in
     Pillow's order (``PIL/Image.py: Image.open`` / ``_open_core``), a plugin that does
     not recognise the data (``SyntaxError``, ``IndexError``, ``TypeError``,
-    ``struct.error``) skipped, any other exception raised, as ``Image.open`` does.
+    ``struct.error``, from its test or its open) skipped, any other exception raised,
+    as ``Image.open`` does.
     Only the header is read. A file opened here is closed with the image.
 
     Raises:
@@ -238,7 +247,7 @@ def _open_plugins(source: _Source) -> Image.Image:
     if isinstance(source, io.BytesIO):
         is_path, fp, filename = False, source, ""
     else:
-        is_path, fp = True, open(source, "rb")  # noqa: SIM115 (closed by the image, or below)
+        is_path, fp = True, _open_path(source)
         filename = os.fspath(source)
     try:
         fp.seek(0)
@@ -246,13 +255,13 @@ def _open_plugins(source: _Source) -> Image.Image:
         Image.init()
         for format_id in Image.ID:
             factory, accept = Image.OPEN[format_id]
-            accepted = accept(prefix) if accept is not None else True
-            if not accepted or isinstance(accepted, str):  # a str: Pillow's "possible format" warning
-                continue
-            fp.seek(0)
             try:
+                accepted = accept(prefix) if accept is not None else True
+                if not accepted or isinstance(accepted, str):  # a str: Pillow's "possible format" warning
+                    continue
+                fp.seek(0)
                 image = factory(fp, filename)
-            except (SyntaxError, IndexError, TypeError, struct.error):
+            except _NOT_THIS_FORMAT:
                 continue
             image._exclusive_fp = is_path  # close the file with the image, as Image.open(path) does
             return image
@@ -265,6 +274,15 @@ def _open_plugins(source: _Source) -> Image.Image:
     raise errors.unidentified()
 
 
+def _open_path(path: str | os.PathLike[str]) -> BinaryIO:
+    """``open(path, "rb")``; a path that cannot name a file (an embedded null byte)
+    is an :class:`ImageError`, like a missing file."""
+    try:
+        return open(path, "rb")  # the caller closes it
+    except ValueError as exc:
+        raise errors.unreadable(exc) from exc
+
+
 @contextlib.contextmanager
 def _binary_file(source: _Source) -> Iterator[BinaryIO]:
     """``source`` as a binary file at offset 0: the ``BytesIO`` itself, or the path
@@ -273,7 +291,7 @@ def _binary_file(source: _Source) -> Iterator[BinaryIO]:
         source.seek(0)
         yield source
         return
-    with open(source, "rb") as fp:
+    with _open_path(source) as fp:
         yield fp
 
 

@@ -23,7 +23,7 @@ from PIL import Image, ImageFile
 
 from . import _native, errors
 from ._libjpeg import find_pillow_libjpeg
-from .decoding import _check_format, _encoded_source
+from .decoding import _check_format, _encoded_source, _open_path
 
 __all__ = ["DECODE_ENV", "decode_path"]
 
@@ -170,7 +170,7 @@ def _encoded_bytes(data: Any) -> bytes | None:
     if isinstance(source, io.BytesIO):
         raw = source.getvalue()
     else:
-        with open(source, "rb") as fp:
+        with _open_path(source) as fp:
             raw = fp.read(8)
             if not raw.startswith(_MAGIC):
                 return None
