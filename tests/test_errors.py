@@ -241,7 +241,8 @@ BAD_VALUES = [
     ("image_mean", [NAN, 0.5, 0.5], ["nan"]),
     ("image_mean", [0.5, float("inf"), 0.5], ["inf"]),
     ("image_mean", "0.5", None),
-    ("image_mean", 0.5, None),
+    ("image_mean", NAN, ["nan"]),  # one value is broadcast (issue #13), but must be finite
+    ("image_std", 0.0, ["0.0"]),
     ("image_mean", None, None),
     ("image_mean", [0.5, "0.5", 0.5], ["'0.5'"]),
     ("image_mean", [True, 0.5, 0.5], ["True"]),
