@@ -38,6 +38,7 @@ from .errors import ConfigError, ImageError, ImageTooLargeError, KimiK3Error
 if TYPE_CHECKING:  # resolved at run time by __getattr__ (no transformers import here)
     from .hf import KimiK3VisionProcessor
 from .options import DEFAULT_MAX_IMAGE_PIXELS, NUM_THREADS_ENV
+from .pil_export import enable_pillow_zero_copy
 from .processor import preprocess
 from .sizing import count_image_tokens, navit_resize_config
 from .video import (
@@ -68,6 +69,7 @@ __all__ = [
     "build_profile",
     "count_image_tokens",
     "count_video_chunk_tokens",
+    "enable_pillow_zero_copy",
     "kimi_k3_media_proc_cfg",
     "kimi_k25_media_proc_cfg",
     "load_media_proc_cfg",
