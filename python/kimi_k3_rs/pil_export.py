@@ -31,8 +31,9 @@ def enable_pillow_zero_copy() -> None:
     image with one ``calloc`` instead of its default arena of 16 MiB blocks (in which an
     image over 16 MiB, e.g. larger than 2048x2048 RGB, spans several blocks and cannot be
     exported through Pillow's Arrow interface, so it is copied with ``tobytes()``). With
-    it, a 12 MP photo decoded by Pillow reaches the core about 30 ms sooner, a 64 MP one
-    about 100 ms sooner; the output is the same bit for bit.
+    it, the ``tobytes()`` copy of a large decoded photo is skipped: about 100 ms of a
+    12 MP K2.5 call and several hundred ms of a 64 MP one (``benchmarks/bench_pil_input.py``;
+    Pillow's decode takes the same time either way); the output is the same bit for bit.
 
     This is a **process-wide Pillow setting**, not a kimi_k3_rs one: it changes how every
     later image of the process is allocated, by any library; images that exist already
