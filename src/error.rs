@@ -180,6 +180,24 @@ pub enum KimiError {
         /// Bytes expected.
         expected: usize,
     },
+    /// A pixel stride the pipeline does not read: it takes packed pixels
+    /// (stride = channels) and RGB in 4-byte pixels (stride 4 for 3 channels).
+    #[error("pixel stride {pixel_stride} is not supported for {channels} channels (it must equal the channel count, or be 4 for RGB)")]
+    PixelStride {
+        /// Channels per pixel.
+        channels: usize,
+        /// Bytes per pixel asked for.
+        pixel_stride: usize,
+    },
+    /// Pillow's Arrow export of an image is not the layout its mode has (the
+    /// zero-copy input of a PIL image); `detail` says what differs.
+    #[error("the Arrow export of the {mode} image is not usable: {detail}")]
+    ArrowExport {
+        /// The image's mode, abbreviated.
+        mode: String,
+        /// What is wrong with the export.
+        detail: String,
+    },
     /// The channel count is not 1 (L), 2 (LA), 3 (RGB) or 4 (RGBA) (sglang's text).
     #[error("Unsupported Kimi-K3 image channel count: {0}")]
     Channels(usize),

@@ -4,10 +4,13 @@ use crate::decode::Header;
 use crate::error::KimiError;
 use crate::geometry::ResizeConfig;
 
-/// A borrowed 8-bit image: `height * width * channels` bytes, row-major, HWC.
+/// A borrowed 8-bit image: `height * width * pixel_stride` bytes, row-major, HWC.
 ///
 /// `channels` is 1 (`L`), 2 (`LA`), 3 (`RGB`) or 4 (`RGBA`); the last channel
-/// of 2 and 4 is alpha (straight, not premultiplied). The input of the whole
+/// of 2 and 4 is alpha (straight, not premultiplied). Pixels are packed
+/// (`pixel_stride == channels`, [`ImageView::new`]), or RGB pixels are stored 4
+/// bytes apart with a pad byte the pipeline never reads (`RGBX`, Pillow's own
+/// storage of `RGB`, [`ImageView::with_stride`]). The input of the whole
 /// pipeline ([`crate::preprocess_image`]) and of the pad / normalise / patchify
 /// stage ([`crate::normalize::pad_normalize_patchify`]).
 #[derive(Debug, Clone, Copy)]
@@ -16,6 +19,8 @@ pub struct ImageView<'a> {
     pub(crate) width: usize,
     pub(crate) height: usize,
     pub(crate) channels: usize,
+    /// Bytes from one pixel to the next: `channels`, or 4 for 3 channels.
+    pub(crate) pixel_stride: usize,
     pub(crate) pre_resized: Option<ResizeConfig>,
     pub(crate) target: Option<ResizeConfig>,
     pub(crate) chunk_frames: Option<usize>,
@@ -58,6 +63,56 @@ impl<'a> ImageView<'a> {
             });
         }
         Ok(Self::from_parts(data, width, height, channels))
+    }
+
+    /// Wrap a pixel buffer whose pixels are `pixel_stride` bytes apart, the
+    /// colour bytes first: packed pixels (`pixel_stride == channels`, as
+    /// [`ImageView::new`]), or RGB in 4-byte pixels (`channels` 3,
+    /// `pixel_stride` 4: `R, G, B, pad`), the layout Pillow stores `RGB` images
+    /// in and exports through its Arrow C data interface
+    /// (`libImaging/Storage.c: ImagingNewPrologueSubtype`, `pixelsize = 4`).
+    /// The pad byte is never read for a value: the output equals the packed
+    /// RGB image's, bit for bit.
+    ///
+    /// # Arguments
+    /// * `data` - `height * width * pixel_stride` bytes.
+    /// * `width`, `height` - size in pixels (>= 1).
+    /// * `channels` - 1, 2, 3 or 4.
+    /// * `pixel_stride` - bytes per pixel: `channels`, or 4 when `channels` is 3.
+    ///
+    /// # Errors
+    /// As [`ImageView::new`]; `KimiError::PixelStride` for another stride.
+    pub fn with_stride(
+        data: &'a [u8],
+        width: usize,
+        height: usize,
+        channels: usize,
+        pixel_stride: usize,
+    ) -> Result<Self, KimiError> {
+        check_shape(width, height, channels)?;
+        if pixel_stride != channels && (channels, pixel_stride) != (3, 4) {
+            return Err(KimiError::PixelStride {
+                channels,
+                pixel_stride,
+            });
+        }
+        let expected = width
+            .checked_mul(height)
+            .and_then(|n| n.checked_mul(pixel_stride))
+            .ok_or(KimiError::Overflow {
+                what: "image bytes",
+            })?;
+        if data.len() != expected {
+            return Err(KimiError::BufferSize {
+                len: data.len(),
+                height,
+                width,
+                channels: pixel_stride,
+                expected,
+            });
+        }
+        debug_assert_eq!(data.len(), width * height * pixel_stride);
+        Ok(Self::unchecked(data, width, height, channels, pixel_stride))
     }
 
     /// Mark the pixels as already resized by the caller (for example by
@@ -121,7 +176,7 @@ impl<'a> ImageView<'a> {
         check_shape(header.width, header.height, header.channels)?;
         Ok(Self {
             encoded: Some(header),
-            ..Self::unchecked(data, header.width, header.height, header.channels)
+            ..Self::unchecked(data, header.width, header.height, header.channels, header.channels)
         })
     }
 
@@ -129,16 +184,24 @@ impl<'a> ImageView<'a> {
     /// `width * height * channels` by construction (checked in debug builds).
     pub(crate) fn from_parts(data: &'a [u8], width: usize, height: usize, channels: usize) -> Self {
         debug_assert_eq!(data.len(), width * height * channels);
-        Self::unchecked(data, width, height, channels)
+        Self::unchecked(data, width, height, channels, channels)
     }
 
-    /// The view of `data` with this shape and no marks, unchecked.
-    fn unchecked(data: &'a [u8], width: usize, height: usize, channels: usize) -> Self {
+    /// The view of `data` with this shape, pixels `pixel_stride` bytes apart, and
+    /// no marks, unchecked.
+    fn unchecked(
+        data: &'a [u8],
+        width: usize,
+        height: usize,
+        channels: usize,
+        pixel_stride: usize,
+    ) -> Self {
         Self {
             data,
             width,
             height,
             channels,
+            pixel_stride,
             pre_resized: None,
             target: None,
             chunk_frames: None,
@@ -146,7 +209,7 @@ impl<'a> ImageView<'a> {
         }
     }
 
-    /// The pixels: `height * width * channels` bytes, row-major, HWC.
+    /// The pixels: `height * width * pixel_stride` bytes, row-major, HWC.
     #[must_use]
     pub fn data(&self) -> &'a [u8] {
         self.data
@@ -164,10 +227,17 @@ impl<'a> ImageView<'a> {
         self.height
     }
 
-    /// Bytes per pixel (1 to 4).
+    /// Channels per pixel (1 to 4).
     #[must_use]
     pub fn channels(&self) -> usize {
         self.channels
+    }
+
+    /// Bytes from one pixel to the next: `channels`, or 4 for RGB stored in
+    /// 4-byte pixels ([`ImageView::with_stride`]).
+    #[must_use]
+    pub fn pixel_stride(&self) -> usize {
+        self.pixel_stride
     }
 }
 
@@ -210,6 +280,53 @@ mod tests {
         assert_eq!(view.pre_resized(r).pre_resized, Some(r));
         let inner = ImageView::from_parts(&data, 3, 5, 2);
         assert_eq!((inner.width, inner.height, inner.pre_resized), (3, 5, None));
+    }
+
+    #[test]
+    fn with_stride_checks_stride_and_length() {
+        let data = [1u8; 5 * 3 * 4];
+        let view = ImageView::with_stride(&data, 5, 3, 3, 4).unwrap();
+        assert_eq!((view.channels(), view.pixel_stride()), (3, 4));
+        assert_eq!(ImageView::new(&data, 5, 3, 4).unwrap().pixel_stride(), 4);
+        assert_eq!(
+            ImageView::with_stride(&data, 5, 3, 4, 4)
+                .unwrap()
+                .pixel_stride(),
+            4
+        );
+        assert_eq!(
+            ImageView::with_stride(&data[..15], 5, 3, 1, 1)
+                .unwrap()
+                .pixel_stride(),
+            1
+        );
+        for (channels, stride) in [(1, 4), (2, 4), (3, 2), (3, 5), (4, 3)] {
+            assert_eq!(
+                ImageView::with_stride(&data, 5, 3, channels, stride).unwrap_err(),
+                KimiError::PixelStride {
+                    channels,
+                    pixel_stride: stride
+                }
+            );
+        }
+        assert_eq!(
+            ImageView::with_stride(&data[..45], 5, 3, 3, 4).unwrap_err(),
+            KimiError::BufferSize {
+                len: 45,
+                height: 3,
+                width: 5,
+                channels: 4,
+                expected: 60
+            }
+        );
+        assert!(matches!(
+            ImageView::with_stride(&data, 0, 3, 3, 4),
+            Err(KimiError::EmptyImage { .. })
+        ));
+        assert!(matches!(
+            ImageView::with_stride(&data, usize::MAX, 3, 3, 4),
+            Err(KimiError::Overflow { .. })
+        ));
     }
 
     #[test]

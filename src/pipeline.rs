@@ -20,7 +20,7 @@ use rayon::iter::{IndexedParallelIterator, IntoParallelIterator, ParallelIterato
 use crate::normalize::{pad_normalize_patchify, NormalizeLut, OutputValue, ValueTable};
 use crate::options::{Options, OutputDtype};
 use crate::par::install;
-use crate::resize::resize_bicubic_with;
+use crate::resize::resize_bicubic_strided;
 use crate::simd::{Execution, SimdPath};
 
 /// Sizing of one image: the reference's resize config for its size, the target
@@ -152,6 +152,13 @@ fn drop_alpha(data: &[u8], channels: usize) -> Vec<u8> {
 }
 
 /// Run one image through the pipeline into `out` (its `pixel_values` rows).
+///
+/// An RGB view in 4-byte pixels ([`ImageView::with_stride`]) is read in place:
+/// the resize reads its pixels at their stride and writes packed RGB, and an
+/// image that is not resized is normalised straight from the 4-byte pixels
+/// (the normaliser reads the first three bytes of a 4-byte pixel and ignores
+/// the fourth, as it ignores an alpha). Views with alpha are packed (their
+/// stride is their channel count), so compositing reads them as it always did.
 fn run_image<T: OutputValue>(
     image: &ImageView<'_>,
     r: &ResizeConfig,
@@ -166,12 +173,15 @@ fn run_image<T: OutputValue>(
     let (new_w, new_h) = (r.new_width as usize, r.new_height as usize);
     let (w, h, ch) = (image.width, image.height, image.channels);
     let has_alpha = ch == 2 || ch == 4;
+    debug_assert!(!has_alpha || image.pixel_stride == ch);
     let needs_resize = image.pre_resized.is_none() && (new_w, new_h) != (w, h);
-    let resize = |src: &[u8], channels: usize| {
-        resize_bicubic_with(src, w, h, channels, new_w, new_h, compat, run)
+    let resize = |src: &[u8], stride: usize, channels: usize| {
+        resize_bicubic_strided(src, w, h, stride, channels, new_w, new_h, compat, run)
     };
     let background = cfg.background();
     let mut pixels: Cow<'_, [u8]> = Cow::Borrowed(image.data);
+    // Bytes per pixel of `pixels`: the view's stride until a step rewrites them packed.
+    let mut stride = image.pixel_stride;
     let mut channels = ch;
     match cfg.fill_stage() {
         FillStage::BeforeResize => {
@@ -184,10 +194,12 @@ fn run_image<T: OutputValue>(
                 }
                 if background.is_some() || needs_resize {
                     channels = ch - 1;
+                    stride = channels;
                 }
             }
             if needs_resize {
-                pixels = Cow::Owned(resize(&pixels, channels));
+                pixels = Cow::Owned(resize(&pixels, stride, channels));
+                stride = channels;
             }
         }
         FillStage::AfterResize => {
@@ -196,23 +208,27 @@ fn run_image<T: OutputValue>(
                 pixels = Cow::Owned(if has_alpha {
                     let mut pre = pixels.into_owned();
                     premultiply(&mut pre, ch);
-                    let mut resized = resize(&pre, ch);
+                    let mut resized = resize(&pre, ch, ch);
                     unpremultiply(&mut resized, ch);
                     resized
                 } else {
-                    resize(&pixels, ch)
+                    resize(&pixels, stride, ch)
                 });
+                stride = ch;
             }
             if has_alpha {
                 if let Some(bg) = &background {
                     pixels = Cow::Owned(composite(&pixels, new_w, ch, bg));
                     channels = ch - 1;
+                    stride = channels;
                 }
             }
         }
     }
-    // Any alpha still present is dropped by reading only the colour bytes.
-    let source = ImageView::from_parts(&pixels, new_w, new_h, channels);
+    // Any alpha (or pad byte) still present is dropped by reading only the
+    // colour bytes: the normaliser takes `stride`-byte pixels.
+    let source = ImageView::from_parts(&pixels, new_w, new_h, stride);
+    debug_assert!(stride == channels || channels >= 3);
     pad_normalize_patchify(
         &source,
         (r.new_width + r.pad_width) as usize,
@@ -588,6 +604,8 @@ pub struct Preprocessed {
 /// Pillow BICUBIC resize of one image in its own bands (channels independent,
 /// no premultiplication), for the modes the caller resizes before the
 /// pipeline. Only down-scales, so the output is never larger than the input.
+/// Returns packed pixels, `new_height * new_width * channels` bytes, whatever
+/// the view's pixel stride.
 ///
 /// Source: Pillow `libImaging/Resample.c`, `ImagingResample` (8-bit bands).
 ///
@@ -615,14 +633,20 @@ pub fn resize_view(
             new_height: new_height as u64,
         });
     }
-    Ok(crate::resize::resize_bicubic(
+    let run = Execution {
+        path: SimdPath::detect(),
+        parallel: false,
+    };
+    Ok(resize_bicubic_strided(
         image.data,
         w,
         h,
+        image.pixel_stride,
         image.channels,
         new_width,
         new_height,
         compat,
+        run,
     ))
 }
 

@@ -44,6 +44,7 @@ from .options import (
     NUM_THREADS_ENV,
     VISION_FORMATS,
 )
+from .pil_export import enable_pillow_zero_copy
 from .processor import preprocess
 from .sizing import count_image_tokens, navit_resize_config
 from .video import (
@@ -78,6 +79,7 @@ __all__ = [
     "count_image_tokens",
     "count_video_chunk_tokens",
     "decode_path",
+    "enable_pillow_zero_copy",
     "kimi_k3_media_proc_cfg",
     "kimi_k25_media_proc_cfg",
     "load_media_proc_cfg",

@@ -29,6 +29,7 @@ __all__ = [
     "load_libjpeg",
     "navit_resize_config",
     "navit_resize_video_chunk",
+    "pil_pixels",
     "preprocess",
     "resize_bicubic",
     "route_encoded",
@@ -160,6 +161,11 @@ def decode_image(data: bytes, /, *, exif_transpose: bool = False) -> tuple[str, 
 
 def image_size(image: npt.NDArray[Any], /) -> tuple[int, int]:
     """(width, height) of a uint8 HxW / HxWxC array, checked as preprocess checks it."""
+
+def pil_pixels(image: Any, /) -> npt.NDArray[np.uint8]:
+    """np.asarray(image) of an L / LA / RGB / RGBA PIL image, read through its Arrow export
+    without a copy (a read-only view; RGB at Pillow's 4-byte pixel stride; LA packed).
+    Pillow's ValueError when it cannot export; ImageError for an unusable export."""
 
 def preprocess(
     images: list[npt.NDArray[Any] | EncodedImage],

@@ -13,6 +13,7 @@ from PIL import Image
 
 from . import _native, errors
 from .config import MediaProcConfig, resolve_pillow_compat
+from .pil_export import _pixels_of
 
 #: PIL modes whose 8-bit bands the Rust core takes as they are (HWC uint8): L, LA,
 #: RGB, RGBA; the core does their resize too (RGBA / LA premultiplied, as Pillow).
@@ -55,6 +56,9 @@ def _composite_input(image: Image.Image, cfg: MediaProcConfig, *, owned: bool) -
 
     * L / LA / RGB / RGBA (L only without ``transparency`` or without a background):
       the bands as they are (no Pillow step).
+
+    Every result is the image's pixels as ``np.asarray`` gives them, read from the
+    image's own memory where Pillow can export it (:func:`kimi_k3_rs.pil_export._pixels_of`).
     * ``bg`` None: ``convert("RGB")``. A ``P`` image whose ``transparency`` is bytes
       (PNG ``tRNS``) is converted from a copy without that entry: the same pixels,
       without the warning Pillow gives because bytes cannot be carried into RGB.
@@ -67,16 +71,16 @@ def _composite_input(image: Image.Image, cfg: MediaProcConfig, *, owned: bool) -
     bg = cfg.transparent_bg_config
     has_transparency = "transparency" in image.info
     if mode in ("RGB", "RGBA", "LA") or (mode == "L" and (bg is None or not has_transparency)):
-        return np.asarray(image)
+        return _pixels_of(image)
     if bg is None:
         if mode == "P" and isinstance(image.info.get("transparency"), bytes):
             if not owned:
                 image = image.copy()
             del image.info["transparency"]
-        return np.asarray(_convert(image, "RGB"))
+        return _pixels_of(_convert(image, "RGB"))
     if "A" in image.getbands() or has_transparency:
-        return np.asarray(_convert(image, "RGBA"))
-    return np.asarray(_convert(image, "RGB"))
+        return _pixels_of(_convert(image, "RGBA"))
+    return _pixels_of(_convert(image, "RGB"))
 
 
 def _delegated_resize_order_check(mode: str, size: tuple[int, int], new_size: tuple[int, int], compat: str) -> None:
@@ -146,6 +150,11 @@ def _pixels(
     under ``after_resize``, the resize in the image's own mode
     (:func:`_resize_in_mode`), then the ``convert``; Rust composites, pads, normalises
     and patchifies.
+
+    A PIL image's pixels are read in place, without ``tobytes()``, where Pillow can
+    export them (:mod:`kimi_k3_rs.pil_export`): the array is then a read-only view of
+    the image's memory (an RGB one with Pillow's 4-byte pixel stride, which the core
+    reads as it is), with the values ``np.asarray`` gives.
     """
     if isinstance(image, np.ndarray):  # the core checks dtype, shape and channels
         return (image if image.flags.c_contiguous else np.ascontiguousarray(image)), None
@@ -153,7 +162,7 @@ def _pixels(
     if mode in _NATIVE_MODES and not (
         mode == "L" and cfg.transparent_bg_config is not None and "transparency" in image.info
     ):
-        return np.asarray(image), None
+        return _pixels_of(image), None
     if cfg.transparent_bg_fill_stage == "before_resize":
         return _composite_input(image, cfg, owned=False), None
     width, height = image.size

@@ -109,21 +109,23 @@ pub(crate) fn hwc(shape: &[usize]) -> (usize, usize, usize) {
     }
 }
 
-/// The core view of borrowed array `k` (no copy).
+/// The core view of borrowed array `k` (no copy); an `RGB` view of a PIL
+/// image's memory made by `_native.pil_pixels` (not C-contiguous: Pillow's
+/// 4-byte pixels) becomes a view of those 4-byte pixels.
 fn array_view<'a>(
     k: usize,
     array: &'a PyReadonlyArrayDyn<'_, u8>,
     names: Names<'_>,
 ) -> PyResult<ImageView<'a>> {
     let (height, width, channels) = hwc(array.shape());
-    let data = array.as_slice().map_err(|_| {
-        names.error(
-            k,
-            KimiError::NotContiguous {
+    let Ok(data) = array.as_slice() else {
+        // Pillow's RGB pixels in place (`_native.pil_pixels`), or an error.
+        return super::arrow::view_of(array.as_untyped())
+            .unwrap_or(Err(KimiError::NotContiguous {
                 what: "the array".to_owned(),
-            },
-        )
-    })?;
+            }))
+            .map_err(|e| names.error(k, e));
+    };
     ImageView::new(data, width, height, channels).map_err(|e| names.error(k, e))
 }
 

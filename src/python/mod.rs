@@ -9,6 +9,7 @@
 
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
+mod arrow;
 mod borrow;
 mod config;
 mod decode;
@@ -433,6 +434,8 @@ fn image_size(image: Bound<'_, PyAny>) -> PyResult<(usize, usize)> {
 mod _native {
     use pyo3::prelude::*;
 
+    #[pymodule_export]
+    use super::arrow::pil_pixels;
     #[pymodule_export]
     use super::decode::{decode_image, load_libjpeg, route_encoded, PyEncodedImage};
     #[pymodule_export]

@@ -146,20 +146,51 @@ pub fn resize_bicubic_with(
     compat: PillowCompat,
     run: Execution,
 ) -> Vec<u8> {
+    resize_bicubic_strided(
+        src, width, height, channels, channels, new_width, new_height, compat, run,
+    )
+}
+
+/// [`resize_bicubic_with`] of pixels stored `pixel_stride` bytes apart, the
+/// channels first: packed (`pixel_stride == channels`) or RGB in 4-byte pixels
+/// (`channels` 3, `pixel_stride` 4, as Pillow stores `RGB`). The output is
+/// packed, `new_height * new_width * channels` bytes, the same bytes as the
+/// resize of the packed image; pad bytes are never read for an output value.
+///
+/// Source: as [`resize_bicubic`] (Pillow `libImaging/Resample.c`, which
+/// resamples the 4-byte pixels of its `RGB` images and writes their pad byte).
+///
+/// # Panics
+/// As [`resize_bicubic_with`]; when `src.len() != width * height * pixel_stride`
+/// or the stride is not `channels` or 4 for 3 channels.
+#[must_use]
+#[allow(clippy::too_many_arguments)]
+pub fn resize_bicubic_strided(
+    src: &[u8],
+    width: usize,
+    height: usize,
+    pixel_stride: usize,
+    channels: usize,
+    new_width: usize,
+    new_height: usize,
+    compat: PillowCompat,
+    run: Execution,
+) -> Vec<u8> {
     assert!(width > 0 && height > 0 && new_width > 0 && new_height > 0);
-    assert_eq!(src.len(), width * height * channels);
+    assert_eq!(src.len(), width * height * pixel_stride);
     assert!(
         run.path.is_supported(),
         "{} is not supported by this CPU",
         run.path.name()
     );
     let (w, h, nw, nh) = (width, height, new_width, new_height);
-    match channels {
-        1 => resize_c::<1>(src, w, h, nw, nh, compat, run),
-        2 => resize_c::<2>(src, w, h, nw, nh, compat, run),
-        3 => resize_c::<3>(src, w, h, nw, nh, compat, run),
-        4 => resize_c::<4>(src, w, h, nw, nh, compat, run),
-        _ => panic!("channels must be 1..=4, got {channels}"),
+    match (pixel_stride, channels) {
+        (1, 1) => resize_c::<1, 1>(src, w, h, nw, nh, compat, run),
+        (2, 2) => resize_c::<2, 2>(src, w, h, nw, nh, compat, run),
+        (3, 3) => resize_c::<3, 3>(src, w, h, nw, nh, compat, run),
+        (4, 4) => resize_c::<4, 4>(src, w, h, nw, nh, compat, run),
+        (4, 3) => resize_c::<4, 3>(src, w, h, nw, nh, compat, run),
+        _ => panic!("channels must be 1..=4 with a stride of channels (or 4 for 3), got {channels} channels, stride {pixel_stride}"),
     }
 }
 
@@ -203,6 +234,48 @@ mod tests {
                         let run = Execution { path, parallel };
                         let got = resize_bicubic_with(&src, w, h, c, nw, nh, compat, run);
                         assert_eq!(got, want, "{run:?} {c}x{w}x{h}->{nw}x{nh}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn rgb_in_four_byte_pixels_gives_the_packed_rgb_bytes() {
+        let paths: Vec<SimdPath> = SimdPath::ALL
+            .into_iter()
+            .filter(|p| p.is_supported())
+            .collect();
+        // Both passes (both orders), one axis only, an up-scale, no resize,
+        // widths that end inside and on the 16-byte transpose blocks.
+        let cases = [
+            (300, 200, 151, 99),
+            (123, 457, 61, 228),
+            (90, 700, 88, 300),
+            (64, 64, 64, 17),
+            (65, 31, 20, 31),
+            (40, 30, 80, 60),
+            (1, 9, 1, 4),
+            (17, 5, 17, 5),
+        ];
+        for (seed, &(w, h, nw, nh)) in cases.iter().enumerate() {
+            let rgbx = noise(w * h * 4, seed as u64 + 11);
+            let rgb: Vec<u8> = rgbx
+                .chunks_exact(4)
+                .flat_map(|px| &px[..3])
+                .copied()
+                .collect();
+            for compat in [PillowCompat::V12, PillowCompat::V13] {
+                let scalar = Execution {
+                    path: SimdPath::Scalar,
+                    parallel: false,
+                };
+                let want = resize_bicubic_with(&rgb, w, h, 3, nw, nh, compat, scalar);
+                for &path in &paths {
+                    for parallel in [false, true] {
+                        let run = Execution { path, parallel };
+                        let got = resize_bicubic_strided(&rgbx, w, h, 4, 3, nw, nh, compat, run);
+                        assert_eq!(got, want, "{run:?} {w}x{h}->{nw}x{nh} {compat:?}");
                     }
                 }
             }

@@ -10,9 +10,16 @@ use crate::config::PillowCompat;
 use crate::par::for_each_chunk;
 use crate::simd::Execution;
 
-/// Horizontal pass over rows `[row0, row0 + rows)` of `src` (`width` px, `C`
-/// channels) into `out`, which holds `rows` output rows.
-fn horizontal_into<const C: usize>(
+/// Horizontal pass over rows `[row0, row0 + rows)` of `src` (`width` px of
+/// `S` bytes, whose first `C` are the channels) into `out`, which holds `rows`
+/// output rows of packed `C`-byte pixels.
+///
+/// A band's transpose takes whole `S`-byte pixels, so the columns of pixel `x`
+/// are `columns[x * S * ROWS..]`, channel `c` at `+ c * ROWS`: the weighted sum
+/// of an output pixel reads the `C * ROWS` bytes of its channels at a column
+/// stride of `S * ROWS`, and never the pad bytes of `S > C` (RGB in 4-byte
+/// pixels is resampled without a packing copy).
+fn horizontal_into<const S: usize, const C: usize>(
     src: &[u8],
     width: usize,
     row0: usize,
@@ -20,8 +27,9 @@ fn horizontal_into<const C: usize>(
     run: Execution,
     out: &mut [u8],
 ) {
+    const { assert!(C >= 1 && C <= S) };
     let out_w = coeffs.bounds.len();
-    let (in_row_len, out_row_len) = (width * C, out_w * C);
+    let (in_row_len, out_row_len) = (width * S, out_w * C);
     let scratch = || (vec![0u8; in_row_len * ROWS], vec![0u8; out_row_len * ROWS]);
     for_each_chunk(
         out,
@@ -40,7 +48,7 @@ fn horizontal_into<const C: usize>(
             rows_to_columns(&inputs, in_row_len, columns);
             for (xx, column) in out_columns.chunks_exact_mut(C * ROWS).enumerate() {
                 let (start, k) = coeffs.taps(xx);
-                weighted_sum(columns, C * ROWS, start, k, column, run.path);
+                weighted_sum(columns, S * ROWS, start, k, column, run.path);
             }
             let mut outputs: Vec<&mut [u8]> = out_band.chunks_exact_mut(out_row_len).collect();
             columns_to_rows(out_columns, out_row_len, &mut outputs);
@@ -77,14 +85,51 @@ fn vertical_into(
 /// MB per band instead of up to `width * height`).
 const BAND_ROWS: usize = 64;
 
+/// The vertical pass alone from `S`-byte pixels to packed `C`-byte ones: each
+/// output row is summed at full stride into a scratch row, then packed (the
+/// pass is byte-agnostic; a pad byte is resampled and dropped).
+fn vertical_packed<const S: usize, const C: usize>(
+    src: &[u8],
+    width: usize,
+    coeffs: &Coefficients,
+    run: Execution,
+    out: &mut [u8],
+) {
+    if S == C {
+        vertical_into(src, width * S, coeffs, 0, 0, run, out);
+        return;
+    }
+    for_each_chunk(
+        out,
+        width * C,
+        run.parallel,
+        || vec![0u8; width * S],
+        |row: &mut Vec<u8>, yy, out_row| {
+            let (start, k) = coeffs.taps(yy);
+            weighted_sum(src, width * S, start, k, row, run.path);
+            pack::<S, C>(row, out_row);
+        },
+    );
+}
+
+/// The first `C` bytes of every `S`-byte pixel of `src`, packed into `dst`.
+fn pack<const S: usize, const C: usize>(src: &[u8], dst: &mut [u8]) {
+    for (d, s) in dst.chunks_exact_mut(C).zip(src.chunks_exact(S)) {
+        d.copy_from_slice(&s[..C]);
+    }
+}
+
 /// Both passes, band by band of `BAND_ROWS` output rows (bands in parallel when
 /// `run.parallel`; each band runs its passes on one thread). Horizontal first:
 /// a band resamples horizontally the input rows its vertical taps read (rows
 /// shared with the next band are resampled by both, with the same result).
 /// Vertical first: a band resamples vertically its own rows at full width, then
 /// horizontally. Pillow's integer passes give the same bytes however the rows
-/// are grouped.
-fn two_pass<const C: usize>(
+/// are grouped. The input has `S`-byte pixels (`S > C`: pad bytes after the
+/// channels), the output packed `C`-byte ones; the vertical-first band keeps
+/// the `S`-byte pixels (the vertical pass is byte-agnostic) until the
+/// horizontal pass drops the pad.
+fn two_pass<const S: usize, const C: usize>(
     src: &[u8],
     width: usize,
     ch: &Coefficients,
@@ -108,15 +153,15 @@ fn two_pass<const C: usize>(
             let yy0 = band * BAND_ROWS;
             let rows = out_band.len() / out_row_len;
             if vertical_first {
-                tmp.resize(rows * width * C, 0);
-                vertical_into(src, width * C, cv, 0, yy0, serial, tmp);
-                horizontal_into::<C>(tmp, width, 0, ch, serial, out_band);
+                tmp.resize(rows * width * S, 0);
+                vertical_into(src, width * S, cv, 0, yy0, serial, tmp);
+                horizontal_into::<S, C>(tmp, width, 0, ch, serial, out_band);
             } else {
                 let taps = cv.bounds[yy0..yy0 + rows].iter();
                 let first = taps.clone().map(|&(start, _)| start).min().unwrap_or(0);
                 let end = taps.map(|&(start, n)| start + n).max().unwrap_or(first);
                 tmp.resize((end - first) * out_row_len, 0);
-                horizontal_into::<C>(src, width, first, ch, serial, tmp);
+                horizontal_into::<S, C>(src, width, first, ch, serial, tmp);
                 vertical_into(tmp, out_row_len, cv, first, yy0, serial, out_band);
             }
         },
@@ -124,7 +169,9 @@ fn two_pass<const C: usize>(
     out
 }
 
-pub(super) fn resize_c<const C: usize>(
+/// The resize of `src` (`S`-byte pixels whose first `C` bytes are the
+/// channels) into packed `C`-byte pixels; see [`super::resize_bicubic_strided`].
+pub(super) fn resize_c<const S: usize, const C: usize>(
     src: &[u8],
     width: usize,
     height: usize,
@@ -136,20 +183,25 @@ pub(super) fn resize_c<const C: usize>(
     let need_h = new_width != width;
     let need_v = new_height != height;
     match (need_h, need_v) {
-        (false, false) => src.to_vec(),
+        (false, false) if S == C => src.to_vec(),
+        (false, false) => {
+            let mut out = vec![0u8; height * width * C];
+            pack::<S, C>(src, &mut out);
+            out
+        }
         (true, false) => {
             let ch = Coefficients::new(width, new_width);
             let mut out = vec![0u8; height * new_width * C];
-            horizontal_into::<C>(src, width, 0, &ch, run, &mut out);
+            horizontal_into::<S, C>(src, width, 0, &ch, run, &mut out);
             out
         }
         (false, true) => {
             let cv = Coefficients::new(height, new_height);
             let mut out = vec![0u8; new_height * width * C];
-            vertical_into(src, width * C, &cv, 0, 0, run, &mut out);
+            vertical_packed::<S, C>(src, width, &cv, run, &mut out);
             out
         }
-        (true, true) => two_pass::<C>(
+        (true, true) => two_pass::<S, C>(
             src,
             width,
             &Coefficients::new(width, new_width),
@@ -197,9 +249,9 @@ mod tests {
                 for parallel in [false, true] {
                     let run = Execution { parallel, ..run };
                     let got = match c {
-                        1 => two_pass::<1>(&src, w, &ch, &cv, vertical_first, run),
-                        3 => two_pass::<3>(&src, w, &ch, &cv, vertical_first, run),
-                        _ => two_pass::<4>(&src, w, &ch, &cv, vertical_first, run),
+                        1 => two_pass::<1, 1>(&src, w, &ch, &cv, vertical_first, run),
+                        3 => two_pass::<3, 3>(&src, w, &ch, &cv, vertical_first, run),
+                        _ => two_pass::<4, 4>(&src, w, &ch, &cv, vertical_first, run),
                     };
                     assert_eq!(
                         got, want,
@@ -219,9 +271,9 @@ mod tests {
         out: &mut [u8],
     ) {
         match c {
-            1 => horizontal_into::<1>(src, w, 0, ch, run, out),
-            3 => horizontal_into::<3>(src, w, 0, ch, run, out),
-            _ => horizontal_into::<4>(src, w, 0, ch, run, out),
+            1 => horizontal_into::<1, 1>(src, w, 0, ch, run, out),
+            3 => horizontal_into::<3, 3>(src, w, 0, ch, run, out),
+            _ => horizontal_into::<4, 4>(src, w, 0, ch, run, out),
         }
     }
 }

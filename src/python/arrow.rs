@@ -1,0 +1,329 @@
+//! Zero-copy input of PIL images: Pillow's Arrow C data interface export
+//! (`Image.__arrow_c_array__`, Pillow >= 11.2.1) read as a numpy view of the
+//! image's own memory.
+//!
+//! What Pillow exports (`libImaging/Arrow.c: export_imaging_schema`,
+//! `export_imaging_array`; checked against Pillow 12.3.0 and 13.0.0):
+//! * a one-band image (`L`): schema format `"C"` (uint8), named after the
+//!   band; an array of `width * height` values, offset 0, no nulls, two
+//!   buffers (validity, absent; the pixel bytes).
+//! * a multi-band image (`LA`, `RGB`, `RGBA`, ...): schema `"+w:4"` (fixed-size
+//!   list of 4), whose one child is `"C"` named after the mode; an array of
+//!   `width * height` lists (one buffer, validity, absent) whose one child
+//!   holds the `4 * width * height` bytes (two buffers). Every pixel is 4
+//!   bytes: `RGB` is `R, G, B, pad`; `LA` is `L, L, L, A`.
+//! * only an image in one block of memory exports; otherwise Pillow raises
+//!   `ValueError`.
+//!
+//! The array holds a reference on Pillow's image storage (its release callback
+//! drops it, `release_const_array`), so the pixels live as long as the array
+//! capsule, whatever happens to the `Image` object. The capsules' destructors
+//! (`_imaging.c: ReleaseArrowArrayPyCapsule`) call `release`: the capsules are
+//! only borrowed here, never moved out of.
+//!
+//! Structs: <https://arrow.apache.org/docs/format/CDataInterface.html>;
+//! capsules: <https://arrow.apache.org/docs/format/CDataInterface/PyCapsuleInterface.html>.
+
+use std::ffi::{c_char, c_void, CStr};
+
+use numpy::ndarray::{ArrayView2, ArrayView3, ShapeBuilder};
+use numpy::{IntoPyArray, PyArray2, PyArray3, PyArrayMethods, PyUntypedArray};
+use pyo3::prelude::*;
+use pyo3::types::{PyCapsule, PyCapsuleMethods, PyDict};
+
+use super::errors::to_py_err;
+use crate::error::KimiError;
+use crate::ImageView;
+
+/// `struct ArrowSchema` of the Arrow C data interface.
+#[repr(C)]
+struct ArrowSchema {
+    format: *const c_char,
+    name: *const c_char,
+    metadata: *const c_char,
+    flags: i64,
+    n_children: i64,
+    children: *mut *mut ArrowSchema,
+    dictionary: *mut ArrowSchema,
+    release: Option<unsafe extern "C" fn(*mut ArrowSchema)>,
+    private_data: *mut c_void,
+}
+
+/// `struct ArrowArray` of the Arrow C data interface.
+#[repr(C)]
+struct ArrowArray {
+    length: i64,
+    null_count: i64,
+    offset: i64,
+    n_buffers: i64,
+    n_children: i64,
+    buffers: *mut *const c_void,
+    children: *mut *mut ArrowArray,
+    dictionary: *mut ArrowArray,
+    release: Option<unsafe extern "C" fn(*mut ArrowArray)>,
+    private_data: *mut c_void,
+}
+
+/// The Arrow export of one PIL image: the two capsules, kept for as long as a
+/// numpy view of the pixels exists (it is the views' base object), and where
+/// the pixels are. Made only by [`pil_pixels`], after every check.
+#[pyclass(frozen, module = "kimi_k3_rs._native", name = "PillowExport")]
+pub(crate) struct PillowExport {
+    /// The `arrow_schema` and `arrow_array` capsules.
+    _capsules: (Py<PyAny>, Py<PyAny>),
+    /// The first pixel byte (an address, so that the class is `Send`).
+    data: usize,
+    /// `width * height * stride` bytes, all of Pillow's pixel memory.
+    len: usize,
+    width: usize,
+    height: usize,
+    /// Bytes per pixel: 1 (`L`) or 4.
+    stride: usize,
+}
+
+impl PillowExport {
+    /// All the pixel bytes of the image.
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: `data .. data + len` is the pixel memory of the export, checked
+        // in `pil_pixels` against the export's lengths; it stays allocated and
+        // unmoved while the array capsule held in `self` lives (Pillow's
+        // storage refcount), and nothing here writes to it.
+        unsafe { std::slice::from_raw_parts(self.data as *const u8, self.len) }
+    }
+}
+
+/// A check of the export: `Err(detail)` when it is not what the mode exports.
+fn ensure(ok: bool, detail: impl FnOnce() -> String) -> Result<(), String> {
+    if ok {
+        Ok(())
+    } else {
+        Err(detail())
+    }
+}
+
+/// A C string of the export, or `None` for a null pointer.
+///
+/// # Safety
+/// `ptr` is null or a NUL-terminated string that outlives the result.
+unsafe fn c_str<'a>(ptr: *const c_char) -> Option<&'a str> {
+    if ptr.is_null() {
+        return None;
+    }
+    CStr::from_ptr(ptr).to_str().ok()
+}
+
+/// Where the pixels of an export are, checked against `mode` (1 or 4 bytes a
+/// pixel) and `pixels = width * height`: `(data, len)`.
+///
+/// # Safety
+/// `schema` and `array` point to the structs of live capsules.
+unsafe fn locate(
+    schema: &ArrowSchema,
+    array: &ArrowArray,
+    mode: &str,
+    pixels: usize,
+) -> Result<(*const u8, usize), String> {
+    ensure(schema.release.is_some() && array.release.is_some(), || {
+        "it was already released".to_owned()
+    })?;
+    let plain = |a: &ArrowArray, length: usize, what: &str| {
+        ensure(
+            usize::try_from(a.length) == Ok(length) && a.offset == 0 && a.null_count == 0,
+            || {
+                format!(
+                    "{what} has length {}, offset {}, null count {}; expected {length}, 0, 0",
+                    a.length, a.offset, a.null_count
+                )
+            },
+        )
+    };
+    let format = c_str(schema.format).unwrap_or("");
+    let values = if mode == "L" {
+        ensure(format == "C" && schema.n_children == 0, || {
+            format!("its format is {format:?}, expected \"C\"")
+        })?;
+        ensure(c_str(schema.name).is_none_or(|n| n == mode), || {
+            "its band name is not the mode".to_owned()
+        })?;
+        plain(array, pixels, "the array")?;
+        array
+    } else {
+        ensure(
+            format == "+w:4" && schema.n_children == 1 && !schema.children.is_null(),
+            || format!("its format is {format:?}, expected \"+w:4\" with one child"),
+        )?;
+        let child = *schema.children;
+        ensure(!child.is_null(), || "its child schema is null".to_owned())?;
+        let child = &*child;
+        let child_format = c_str(child.format).unwrap_or("");
+        ensure(child_format == "C", || {
+            format!("its child format is {child_format:?}, expected \"C\"")
+        })?;
+        ensure(c_str(child.name).is_none_or(|n| n == mode), || {
+            "its child is not named after the mode".to_owned()
+        })?;
+        plain(array, pixels, "the array")?;
+        ensure(
+            array.n_children == 1 && !array.children.is_null() && !(*array.children).is_null(),
+            || "the array has no child".to_owned(),
+        )?;
+        let values = &**array.children;
+        plain(values, 4 * pixels, "the child array")?;
+        values
+    };
+    ensure(values.n_buffers == 2 && !values.buffers.is_null(), || {
+        format!("the values have {} buffers, expected 2", values.n_buffers)
+    })?;
+    let data = (*values.buffers.add(1)).cast::<u8>();
+    ensure(!data.is_null(), || "its data buffer is null".to_owned())?;
+    let len = if mode == "L" { pixels } else { 4 * pixels };
+    Ok((data, len))
+}
+
+/// The pixels of a PIL image of mode `L`, `LA`, `RGB` or `RGBA`, read through
+/// its Arrow export (`image.__arrow_c_array__()`) without copying them.
+///
+/// Returns the array `np.asarray(image)` would give (same shape, same values),
+/// read-only: for `L` (`HxW`), `RGB` (`HxWx3`, strides `(4W, 4, 1)`: Pillow's
+/// 4-byte pixels, the pad byte skipped) and `RGBA` (`HxWx4`) a view of the
+/// image's own memory, kept alive by its base object (a `PillowExport`
+/// holding the capsules); for `LA` a packed `HxWx2` copy (Pillow stores L and A
+/// in bytes 0 and 3). [`view_of`] turns the `RGB` view back into a 4-byte-pixel
+/// [`ImageView`] for the core.
+///
+/// # Errors
+/// What `__arrow_c_array__` raises (Pillow's `ValueError` for an image in
+/// several blocks of memory, or with rows that are not contiguous; an
+/// `AttributeError` before Pillow 11.2.1); `ImageError` (`KimiError::Channels`'
+/// `ValueError` for another mode) when the image is empty or the export is
+/// not the layout its mode exports (`KimiError::ArrowExport`).
+#[pyfunction]
+#[pyo3(signature = (image, /))]
+pub(crate) fn pil_pixels<'py>(
+    py: Python<'py>,
+    image: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let mode: String = image.getattr("mode")?.extract()?;
+    let (width, height): (usize, usize) = image.getattr("size")?.extract()?;
+    let bad = |detail: String| {
+        to_py_err(KimiError::ArrowExport {
+            mode: crate::error::abbreviate(&mode),
+            detail,
+        })
+    };
+    let channels = match mode.as_str() {
+        "L" => 1,
+        "LA" => 2,
+        "RGB" => 3,
+        "RGBA" => 4,
+        _ => return Err(bad("the mode is not L, LA, RGB or RGBA".to_owned())),
+    };
+    crate::image::check_shape(width, height, channels).map_err(to_py_err)?;
+    let pixels = width
+        .checked_mul(height)
+        .filter(|n| n.checked_mul(4).is_some())
+        .ok_or_else(|| {
+            to_py_err(KimiError::Overflow {
+                what: "image bytes",
+            })
+        })?;
+    let (schema, array): (Bound<'py, PyAny>, Bound<'py, PyAny>) =
+        image.call_method0("__arrow_c_array__")?.extract()?;
+    let schema_ptr = schema
+        .cast::<PyCapsule>()
+        .map_err(|_| bad("it is not a capsule pair".to_owned()))?
+        .pointer_checked(Some(c"arrow_schema"))?;
+    let array_ptr = array
+        .cast::<PyCapsule>()
+        .map_err(|_| bad("it is not a capsule pair".to_owned()))?
+        .pointer_checked(Some(c"arrow_array"))?;
+    // SAFETY: the capsules are named as the PyCapsule interface names the
+    // structs they hold, and are alive (`schema`, `array`) while they are read.
+    let (data, len) = unsafe {
+        locate(
+            schema_ptr.cast::<ArrowSchema>().as_ref(),
+            array_ptr.cast::<ArrowArray>().as_ref(),
+            &mode,
+            pixels,
+        )
+    }
+    .map_err(bad)?;
+    let export = PillowExport {
+        _capsules: (schema.unbind(), array.unbind()),
+        data: data as usize,
+        len,
+        width,
+        height,
+        stride: if channels == 1 { 1 } else { 4 },
+    };
+    if channels == 2 {
+        // L in byte 0, A in byte 3: packed, as np.asarray gives LA.
+        let bytes = export.bytes();
+        let packed: Vec<u8> = py.detach(|| {
+            bytes
+                .chunks_exact(4)
+                .flat_map(|px| [px[0], px[3]])
+                .collect()
+        });
+        return Ok(packed
+            .into_pyarray(py)
+            .reshape([height, width, 2])?
+            .into_any());
+    }
+    let base = Bound::new(py, export)?;
+    let this = base.get();
+    let ptr = this.data as *const u8;
+    // SAFETY (all three): the views cover `data .. data + len` exactly (the
+    // last byte read is the last pixel's last channel, inside it), and `base`,
+    // their numpy base object, keeps that memory alive and unmoved.
+    let view = match channels {
+        1 => {
+            let v = unsafe { ArrayView2::from_shape_ptr((height, width), ptr) };
+            unsafe { PyArray2::borrow_from_array(&v, base.clone().into_any()) }.into_any()
+        }
+        3 => {
+            let shape = (height, width, 3).strides((4 * width, 4, 1));
+            let v = unsafe { ArrayView3::from_shape_ptr(shape, ptr) };
+            unsafe { PyArray3::borrow_from_array(&v, base.clone().into_any()) }.into_any()
+        }
+        _ => {
+            let v = unsafe { ArrayView3::from_shape_ptr((height, width, 4), ptr) };
+            unsafe { PyArray3::borrow_from_array(&v, base.clone().into_any()) }.into_any()
+        }
+    };
+    let kwargs = PyDict::new(py);
+    kwargs.set_item("write", false)?;
+    view.call_method("setflags", (), Some(&kwargs))?;
+    Ok(view)
+}
+
+/// The core view of an `RGB` array made by [`pil_pixels`]: Pillow's 4-byte
+/// pixels in place ([`ImageView::with_stride`], stride 4), or `None` when
+/// `array` is not such a view (its base is not a `PillowExport`, or it is not
+/// that export's `HxWx3` view at strides `(4W, 4, 1)`).
+///
+/// # Errors
+/// As [`ImageView::with_stride`] (not for a view [`pil_pixels`] made).
+pub(crate) fn view_of<'a>(
+    array: &'a Bound<'_, PyUntypedArray>,
+) -> Option<Result<ImageView<'a>, KimiError>> {
+    use numpy::PyUntypedArrayMethods;
+    let base = array.getattr("base").ok()?;
+    let export = base.cast::<PillowExport>().ok()?.get();
+    let (w, h) = (export.width, export.height);
+    let strides = [4 * w, 4, 1].map(|s| isize::try_from(s).unwrap_or(-1));
+    // SAFETY: reading the array's data pointer (no access through it).
+    let data = unsafe { (*array.as_array_ptr()).data } as usize;
+    if export.stride != 4
+        || array.shape() != [h, w, 3]
+        || array.strides() != strides
+        || data != export.data
+    {
+        return None;
+    }
+    // SAFETY: `export` is borrowed from `base`, which `array` (borrowed for
+    // `'a`) keeps alive as its base object: the bytes outlive `'a`.
+    let bytes: &'a [u8] =
+        unsafe { std::slice::from_raw_parts(export.data as *const u8, export.len) };
+    Some(ImageView::with_stride(bytes, w, h, 3, 4))
+}

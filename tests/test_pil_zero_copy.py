@@ -1,0 +1,259 @@
+"""PIL images read in place through Pillow's Arrow export (issue #12, part 2).
+
+An ``L`` / ``LA`` / ``RGB`` / ``RGBA`` PIL image reaches the core without
+``tobytes()`` (``_native.pil_pixels``: RGB at Pillow's 4-byte pixel stride). Every
+output here is compared exactly with the reference pipeline run in the test and with
+the numpy-input path; ``Image.tobytes`` is counted, so a silent fall-back to
+``np.asarray`` fails the zero-copy tests, and the fall-back cases (an image in several
+memory blocks, Pillow-mapped memory, a failing or malformed export) are shown to copy
+and still give the same bytes.
+"""
+
+from __future__ import annotations
+
+import gc
+import io
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import kimi_k3_rs
+from helpers import assert_bit_equal, assert_output_matches, cfg, k3_before
+from kimi_k3_rs import _native
+from reference import reference_preprocess
+
+CONFIGS = {"k25": cfg("kimi_k25"), "k3": cfg("kimi_k3"), "k3_before": k3_before()}
+#: a budget small enough for the sizes below to be resized in the image's own mode
+SMALL = {name: {**c, "in_patch_limit": 64} for name, c in CONFIGS.items()}
+MODES = ("L", "LA", "RGB", "RGBA")
+BANDS = {"L": 1, "LA": 2, "RGB": 3, "RGBA": 4}
+
+
+def owned(width: int, height: int, mode: str, seed: int = 0) -> Image.Image:
+    """Noise in an image whose memory Pillow allocated itself (``Image.fromarray`` of
+    an L / RGBA array maps the array instead: a read-only image, not exported)."""
+    rng = np.random.default_rng(seed)
+    shape = (height, width) if mode == "L" else (height, width, BANDS[mode])
+    values = rng.integers(0, 256, shape, dtype=np.uint8)
+    if mode in ("LA", "RGBA"):  # alpha levels that exercise the composite
+        levels = np.array([0, 37, 128, 255], np.uint8)
+        values[..., -1] = levels[(np.arange(width)[None, :] // 3 + np.arange(height)[:, None]) % 4]
+    image = Image.fromarray(values).copy()
+    assert image.mode == mode and not image.readonly
+    return image
+
+
+@pytest.fixture
+def copies(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The modes of the images ``Image.tobytes`` is called on (``np.asarray`` of a PIL
+    image goes through it), from the moment the fixture is set up."""
+    calls: list[str] = []
+    original = Image.Image.tobytes
+
+    def counting(self: Image.Image, *args: Any, **kwargs: Any) -> bytes:
+        calls.append(self.mode)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Image.Image, "tobytes", counting)
+    yield calls
+
+
+@pytest.fixture
+def block_allocator() -> Iterator[None]:
+    """:func:`kimi_k3_rs.enable_pillow_zero_copy` for one test, then Pillow's setting back."""
+    before = Image.core.get_use_block_allocator()
+    kimi_k3_rs.enable_pillow_zero_copy()
+    assert Image.core.get_use_block_allocator() == 1
+    try:
+        yield
+    finally:
+        Image.core.set_use_block_allocator(before)
+
+
+def check(image: Any, config: dict[str, Any], copies: list[str], *, copied: int = 0, **kw: Any) -> None:
+    """``image`` through the library equals the reference and (for a PIL image whose
+    mode the core takes as it is) the numpy path, with ``copied`` ``tobytes`` calls
+    during the library's own run."""
+    want = reference_preprocess([image], config)
+    native = isinstance(image, Image.Image) and image.mode in MODES and "transparency" not in image.info
+    array = np.asarray(image) if native else None
+    copies.clear()
+    out = kimi_k3_rs.preprocess(image, config, **kw)
+    assert len(copies) == copied, copies
+    assert_output_matches(out, want)
+    if array is not None:
+        from_numpy = kimi_k3_rs.preprocess(array, config, **kw)
+        assert_bit_equal(out["pixel_values"], from_numpy["pixel_values"])
+        assert np.array_equal(out["grid_thws"], from_numpy["grid_thws"])
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("size", [(1, 1), (3, 5), (37, 23), (130, 400), (401, 97)])
+@pytest.mark.parametrize("config", sorted(SMALL))
+def test_small_images_read_in_place(mode: str, size: tuple[int, int], config: str, copies: list[str]) -> None:
+    # Budget of 64 patches: 130x400 is resized vertical-first under Pillow 13, 401x97
+    # horizontal-first, 1x1 .. 37x23 are not resized.
+    check(owned(*size, mode, seed=size[0]), SMALL[config], copies)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("config", sorted(CONFIGS))
+def test_presets_read_in_place(mode: str, config: str, copies: list[str]) -> None:
+    # 1242x2688 RGB is 13 MiB (one block); K2.5 resizes it vertical-first under Pillow 13.
+    check(owned(1242, 2688, mode, seed=3), CONFIGS[config], copies, num_threads=2)
+
+
+@pytest.mark.parametrize("mode", ["RGB", "RGBA"])
+def test_the_16_mib_block_boundary(mode: str, copies: list[str]) -> None:
+    # 2048x2048 x 4 bytes is exactly one 16 MiB block: exported. One row more spans
+    # two blocks: Pillow refuses, the library copies (one tobytes), same bytes.
+    check(owned(2048, 2048, mode, seed=5), CONFIGS["k3"], copies)
+    check(owned(2048, 2049, mode, seed=6), CONFIGS["k25"], copies, copied=1)
+
+
+def test_large_images_read_in_place_with_the_opt_in(block_allocator: None, copies: list[str]) -> None:
+    big = owned(3000, 2100, "RGB", seed=7)  # 24 MiB in Pillow's 4-byte pixels
+    check(big, CONFIGS["k25"], copies)
+    check(owned(2100, 3000, "RGBA", seed=8), CONFIGS["k3"], copies)
+
+
+def test_without_the_opt_in_large_images_are_copied(copies: list[str]) -> None:
+    assert Image.core.get_use_block_allocator() == 0  # Pillow's default, untouched
+    check(owned(3000, 2100, "RGB", seed=7), CONFIGS["k25"], copies, copied=1)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_encoded_inputs_outlive_their_closed_image(mode: str, copies: list[str]) -> None:
+    # Bytes Pillow decodes (TIFF: PNG and JPEG are decoded natively) are opened, read in
+    # place and closed inside the batch loop; the view keeps Pillow's storage alive until
+    # the native call is done.
+    kimi_k3_rs.decode_path()  # the self-check (which uses np.asarray) runs before counting
+    buffer = io.BytesIO()
+    owned(300, 200, mode, seed=9).save(buffer, "TIFF")
+    data = buffer.getvalue()
+    check(data, SMALL["k3"], copies)
+    check(data, CONFIGS["k25"], copies)
+
+
+def test_converted_modes_are_read_in_place(copies: list[str]) -> None:
+    # P with a background is converted to RGBA; L with transparency to RGBA; the
+    # converted image is Pillow's, read in place.
+    p = owned(64, 48, "RGB", seed=10).convert("P")
+    p.info["transparency"] = 3
+    check(p, CONFIGS["k3"], copies)
+    check(p, SMALL["k3_before"], copies)
+    grey = owned(64, 48, "L", seed=11)
+    grey.info["transparency"] = 7
+    check(grey, CONFIGS["k3"], copies)
+    check(owned(64, 48, "RGB", seed=12).convert("CMYK"), CONFIGS["k25"], copies)
+
+
+def test_the_view_has_np_asarrays_values_and_outlives_the_image() -> None:
+    for mode in MODES:
+        image = owned(53, 37, mode, seed=13)
+        want = np.asarray(image).copy()
+        view = _native.pil_pixels(image)
+        assert view.dtype == np.uint8 and view.shape == want.shape
+        assert np.array_equal(view, want)
+        if mode != "LA":
+            assert not view.flags.writeable
+        image.close()
+        del image
+        gc.collect()
+        assert np.array_equal(view, want)
+    rgb = _native.pil_pixels(owned(53, 37, "RGB"))
+    assert rgb.strides == (53 * 4, 4, 1)  # Pillow's 4-byte pixels, read as they are
+
+
+def test_pillow_mapped_memory_is_copied(copies: list[str]) -> None:
+    # Image.fromarray of an L / RGBA array maps it (read-only); Pillow < 13 crashes
+    # exporting such an image, so the library copies it.
+    for mode in ("L", "RGBA"):
+        mapped = Image.fromarray(np.asarray(owned(40, 30, mode, seed=14)))
+        assert mapped.readonly
+        check(mapped, SMALL["k3"], copies, copied=1)
+
+
+def test_a_row_alignment_is_copied(copies: list[str]) -> None:
+    before = Image.core.get_alignment()
+    Image.core.set_alignment(16)
+    try:
+        image = owned(37, 23, "RGB", seed=15)
+        check(image, SMALL["k25"], copies, copied=1)
+    finally:
+        Image.core.set_alignment(before)
+
+
+class FailingExport(Image.Image):
+    """A PIL image whose Arrow export raises (an older or stricter Pillow)."""
+
+    def __arrow_c_array__(self, requested_schema: object = None) -> tuple[object, object]:
+        raise ValueError("no export here")
+
+
+class WrongExport(Image.Image):
+    """A PIL image whose Arrow export is another image's."""
+
+    other: Image.Image
+
+    def __arrow_c_array__(self, requested_schema: object = None) -> tuple[object, object]:
+        return self.other.__arrow_c_array__()
+
+
+def subclassed(cls: type, image: Image.Image) -> Any:
+    out = cls()
+    out.im, out._mode, out._size = image.im, image.mode, image.size
+    return out
+
+
+def test_a_failing_export_is_copied(copies: list[str]) -> None:
+    image = subclassed(FailingExport, owned(37, 23, "RGB", seed=16))
+    check(image, SMALL["k25"], copies, copied=1)
+
+
+@pytest.mark.parametrize(
+    ("mode", "other", "detail"),
+    [
+        ("RGB", ("L", (37, 23)), 'its format is "C", expected "+w:4" with one child'),
+        ("L", ("RGB", (37, 23)), 'its format is "+w:4", expected "C"'),
+        ("RGB", ("RGB", (38, 23)), "the array has length 874, offset 0, null count 0; expected 851, 0, 0"),
+        ("RGBA", ("RGB", (37, 23)), "its child is not named after the mode"),
+    ],
+)
+def test_a_malformed_export_is_refused_then_copied(
+    mode: str, other: tuple[str, tuple[int, int]], detail: str, copies: list[str]
+) -> None:
+    image = subclassed(WrongExport, owned(37, 23, mode, seed=17))
+    image.other = owned(*other[1], other[0])
+    with pytest.raises(kimi_k3_rs.ImageError) as info:
+        _native.pil_pixels(image)
+    assert str(info.value) == f"the Arrow export of the {mode} image is not usable: {detail}"
+    check(image, SMALL["k3"], copies, copied=1)
+
+
+def test_pil_pixels_refuses_what_it_cannot_read() -> None:
+    with pytest.raises(kimi_k3_rs.ImageError, match="the mode is not L, LA, RGB or RGBA"):
+        _native.pil_pixels(owned(4, 4, "RGB").convert("P"))
+    with pytest.raises(ValueError, match="multiple array blocks|not contiguous"):
+        _native.pil_pixels(Image.new("RGB", (2048, 2049)))  # Pillow's own refusal
+    with pytest.raises(kimi_k3_rs.ImageError, match="positive"):
+        _native.pil_pixels(Image.new("RGB", (0, 3)))
+
+    class Capsules:
+        mode, size = "RGB", (1, 1)
+
+        def __arrow_c_array__(self) -> tuple[object, object]:
+            array = owned(1, 1, "RGB").__arrow_c_array__()
+            return array[1], array[0]  # swapped: each capsule has the other's name
+
+    with pytest.raises(ValueError, match="incorrect name"):
+        _native.pil_pixels(Capsules())
+
+
+def test_enable_pillow_zero_copy_is_documented_and_exported() -> None:
+    assert "enable_pillow_zero_copy" in kimi_k3_rs.__all__
+    doc = kimi_k3_rs.enable_pillow_zero_copy.__doc__ or ""
+    assert "process-wide Pillow setting" in doc and "set_use_block_allocator(0)" in doc
