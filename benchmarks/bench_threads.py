@@ -37,9 +37,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
-
 import kimi_k3_rs
+import numpy as np
 
 PRESETS = {"K3": kimi_k3_rs.kimi_k3_media_proc_cfg, "K2.5": kimi_k3_rs.kimi_k25_media_proc_cfg}
 TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -85,7 +84,7 @@ def small_rows(runs: int) -> None:
             calls: dict[int, list[Call]] = {1: [], 2: []}
             for k in range(runs):
                 for threads in (1, 2) if k % 2 == 0 else (2, 1):
-                    calls[threads].append(Call(lambda: kimi_k3_rs.preprocess(array, cfg, num_threads=threads)))
+                    calls[threads].append(Call(lambda a=array, c=cfg, t=threads: kimi_k3_rs.preprocess(a, c, num_threads=t)))
             m1 = statistics.median(c.wall for c in calls[1])
             m2 = statistics.median(c.wall for c in calls[2])
             others = [c.others for c in calls[1] + calls[2] if c.others is not None]
@@ -111,7 +110,7 @@ def big_rows(runs: int) -> None:
             kimi_k3_rs.preprocess(array, cfg, num_threads=threads)
             calls = []
             for _ in range(runs if mode == "fresh" else min(runs, 10)):
-                call = Call(lambda: kimi_k3_rs.preprocess(array, cfg, num_threads=threads))
+                call = Call(lambda t=threads: kimi_k3_rs.preprocess(array, cfg, num_threads=t))
                 if mode == "cold":
                     kept.append(call.result)
                 call.result = None
