@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 
+mod buffers;
 pub mod composite;
 pub mod config;
 pub mod decode;

@@ -7,9 +7,29 @@ use std::sync::{Arc, Mutex, PoisonError};
 use rayon::prelude::*;
 use rayon::{ThreadPool, ThreadPoolBuilder};
 
+/// Estimated pixel work (see `pipeline::view_work`: about one unit per output
+/// value written, resize multiply-adds counted at half a unit) below which a
+/// call, an image or a stage runs on one thread even when more are asked for:
+/// under it, waking the pool's workers and handing the result back (tens of
+/// microseconds each on an idle machine, a scheduler time slice on a busy
+/// one) costs more than the second thread saves. 8 M units is about 3-5 ms of
+/// work on one core of the measurement machine, above a 1920x1080 image that
+/// is not resized (6.3 M output values, memory-bound: two threads gain
+/// nothing there) and below a 1024x1024 image resized to 701x701 (16 M units;
+/// a 2000x2000 image resized under K2.5 is 61 M). Measured with `benchmarks/bench_threads.py`.
+pub(crate) const MIN_PARALLEL_WORK: u64 = 8_000_000;
+
+/// Least bytes of output one parallel task of [`for_each_chunk`] writes: chunks
+/// smaller than this (a row of a vertical-only resize, a band of a narrow
+/// image) are grouped, so that a task's scratch set-up and scheduling are
+/// amortised over at least this much work.
+const MIN_TASK_BYTES: usize = 256 * 1024;
+
 /// Run `f(state, index, chunk)` on every `chunk_len`-sized chunk of `data`
 /// (the last may be shorter), in parallel on the current pool when `parallel`,
-/// else in order on this thread. `init` makes one scratch state per task.
+/// else in order on this thread. `init` makes one scratch state per task; in
+/// parallel, a task takes consecutive chunks of at least [`MIN_TASK_BYTES`]
+/// in all (or every chunk).
 pub(crate) fn for_each_chunk<T, S, I, F>(
     data: &mut [T],
     chunk_len: usize,
@@ -23,7 +43,9 @@ pub(crate) fn for_each_chunk<T, S, I, F>(
 {
     let chunk_len = chunk_len.max(1);
     if parallel {
+        let chunk_bytes = (chunk_len * std::mem::size_of::<T>()).max(1);
         data.par_chunks_mut(chunk_len)
+            .with_min_len(MIN_TASK_BYTES.div_ceil(chunk_bytes))
             .enumerate()
             .for_each_init(&init, |state, (i, chunk)| f(state, i, chunk));
     } else {

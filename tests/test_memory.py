@@ -13,10 +13,14 @@ import kimi_k3_rs
 from helpers import (
     K25,
     SEEDS,
+    assert_bit_equal,
     assert_output_matches,
+    bf16_bits,
     bomb_png,
     cfg,
     encode,
+    f16_bits,
+    half_bits,
     mode_image,
     needs_linux,
     noise,
@@ -159,6 +163,49 @@ def test_outputs_own_their_memory():
     res = kimi_k3_rs.preprocess(noise_array(60, 40, "RGB", 1), media_proc_cfg, out=buf)
     assert res["pixel_values"] is buf
     assert buf.tobytes() == ref[0].tobytes()
+
+
+def test_large_outputs_reuse_freed_memory_never_live_arrays():
+    """Outputs of 16 MiB and more live in memory the library keeps once the caller
+    frees them (so that the next call does not fault its pages in again): a later
+    call reuses it only when no array or view of it is left, writes every value
+    again, and the arrays behave as numpy's own."""
+    media_proc_cfg = cfg("kimi_k3")  # not resized: 2604x1820 padded, 56 MB of float32
+    a, b = noise_array(2600, 1800, "RGB", 5), noise_array(2600, 1800, "RGB", 6)
+    ref_a, ref_b = reference_preprocess(a, media_proc_cfg)[0], reference_preprocess(b, media_proc_cfg)[0]
+    out = kimi_k3_rs.preprocess(a, media_proc_cfg)["pixel_values"]
+    assert out.nbytes >= 16 * 2**20
+    assert out.flags.c_contiguous and out.flags.writeable and out.flags.aligned
+    assert_bit_equal(out, ref_a)
+    first = out.__array_interface__["data"][0]
+    view = out[5:9]  # keeps the memory alive after `out` is gone
+    alive = weakref.ref(out)
+    del out
+    gc.collect()
+    second = kimi_k3_rs.preprocess(b, media_proc_cfg, num_threads=2)["pixel_values"]
+    assert not np.shares_memory(second, view)
+    assert_bit_equal(view, ref_a[5:9])
+    assert_bit_equal(second, ref_b)
+    addresses = {first, second.__array_interface__["data"][0]}
+    done = weakref.ref(second)
+    del view, second
+    gc.collect()
+    assert alive() is None and done() is None, "outputs kept alive by the library"
+    # Both blocks are free now: the next calls of that size get them back, with
+    # every value written again (no stale value of the previous output survives).
+    third = kimi_k3_rs.preprocess(b, media_proc_cfg)["pixel_values"]
+    fourth = kimi_k3_rs.preprocess(a, media_proc_cfg, num_threads=3)["pixel_values"]
+    assert {third.__array_interface__["data"][0], fourth.__array_interface__["data"][0]} == addresses
+    assert_bit_equal(third, ref_b)
+    assert_bit_equal(fourth, ref_a)
+    del third, fourth
+    gc.collect()
+    # Half-precision outputs of that size share the pool (half the bytes: 28 MB).
+    half = kimi_k3_rs.preprocess(a, media_proc_cfg, dtype="float16")["pixel_values"]
+    assert half.dtype == np.float16 and half.flags.c_contiguous
+    assert_bit_equal(half_bits(half), f16_bits(ref_a), "float16")
+    bf = kimi_k3_rs.preprocess(b, media_proc_cfg, dtype="bfloat16", num_threads=2)["pixel_values"]
+    assert_bit_equal(half_bits(bf), bf16_bits(ref_b), "bfloat16")
 
 
 @needs_linux

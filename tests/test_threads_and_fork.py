@@ -20,7 +20,6 @@ import pytest
 import kimi_k3_rs
 import kimi_k3_rs.processor as processor_module
 from helpers import (
-    K25,
     REF_COMPAT,
     alpha_pattern_la,
     alpha_pattern_rgba,
@@ -42,6 +41,16 @@ from helpers import (
 from reference import reference_preprocess
 
 ENV = "KIMI_K3_RS_NUM_THREADS"
+
+#: A call whose work is over the threshold below which ``num_threads`` > 1 still runs
+#: on the calling thread (src/par.rs MIN_PARALLEL_WORK): 1024x1024 RGBA resized to
+#: 701x701 under K3, 16 M units. Tests of the pools themselves use it, since smaller
+#: calls never reach a pool.
+POOLED_CFG = cfg("kimi_k3", in_patch_limit=2500)
+
+
+def pooled_image(seed: int = 9) -> np.ndarray:
+    return noise_array(1024, 1024, "RGBA", seed)
 
 
 # ---------------------------------------------------------------------------
@@ -192,6 +201,40 @@ def test_threads_give_the_same_bytes(preset, compat):
     assert_bit_equal(half_bits(half["pixel_values"]), bf16_bits(one["pixel_values"]), "bfloat16, 3 threads")
 
 
+# Calls on both sides of the work below which a call stays on the calling thread
+# (src/par.rs MIN_PARALLEL_WORK: 8 M units, about one per output value written plus
+# half a unit per resize multiply-add), and images of a pooled batch that run whole.
+THRESHOLD_CASES = {
+    # not resized, 1932x1092 padded: 6.3 M values, one thread
+    "1920x1080 RGB K3 (under)": ([(1920, 1080, "RGB")], "kimi_k3", {}),
+    # 2100x1204 padded: 7.6 M values, one thread
+    "2100x1200 RGB K3 (just under)": ([(2100, 1200, "RGB")], "kimi_k3", {}),
+    # 2212x1260 padded: 8.4 M values, patch rows split over the pool
+    "2200x1240 RGBA K3 (just over)": ([(2200, 1240, "RGBA")], "kimi_k3", {}),
+    # two images under it, together over it: one image per task
+    "2 x 1920x1080 K2.5 (pooled batch)": ([(1920, 1080, "RGB"), (1920, 1080, "LA")], "kimi_k25", {}),
+    # resized to 396x396: 6.9 M units, one thread
+    "800x800 -> 396x396 (under)": ([(800, 800, "RGB")], "kimi_k25", {"in_patch_limit": 800}),
+    # resized to 353x1110, vertical pass first under "13": 15 M units, bands over the pool
+    "700x2200 tall, resized (over)": ([(700, 2200, "RGB")], "kimi_k25", {"in_patch_limit": 2000}),
+    # resized to 701x701 (premultiplied RGBA): 16 M units
+    "1024x1024 RGBA resized (over)": ([(1024, 1024, "RGBA")], "kimi_k3", {"in_patch_limit": 2500}),
+}
+
+
+@pytest.mark.parametrize("case", list(THRESHOLD_CASES))
+def test_threads_around_the_serial_threshold_give_the_reference_bytes(case):
+    sizes, preset, overrides = THRESHOLD_CASES[case]
+    media_proc_cfg = cfg(preset, **overrides)
+    images = [noise_array(w, h, mode, 40 + k) for k, (w, h, mode) in enumerate(sizes)]
+    ref = reference_preprocess(images, media_proc_cfg)
+    for n in (1, 2, 3):
+        out = kimi_k3_rs.preprocess(images, media_proc_cfg, pillow_compat=REF_COMPAT, num_threads=n)
+        assert_output_matches(out, ref)
+    half = kimi_k3_rs.preprocess(images, media_proc_cfg, pillow_compat=REF_COMPAT, num_threads=2, dtype="bfloat16")
+    assert_bit_equal(half_bits(half["pixel_values"]), bf16_bits(ref[0]), "bfloat16, 2 threads")
+
+
 def test_threads_on_processor_and_materialize():
     media_proc_cfg = cfg("kimi_k3", in_patch_limit=2000)
     images = thread_batch()
@@ -289,8 +332,10 @@ def _thread_workload():
     rgb = noise_array(300, 200, "RGB", 2)
     pil_p = mode_image("P+bytes_trns", 200, 150, 3)
     png = encode(noise(180, 260, "LA", 4), "PNG")
+    big = pooled_image(5)
     work = []
     for threads in (1, 2, 3, 4):
+        work.append((f"pool-{threads}", lambda t=threads: kimi_k3_rs.preprocess(big, POOLED_CFG, num_threads=t)))
         work.append((f"rgba-k3-{threads}", lambda t=threads: kimi_k3_rs.preprocess([rgba, rgb], k3_small, num_threads=t)))
         work.append((f"mix-k25-{threads}", lambda t=threads: kimi_k3_rs.preprocess([pil_p, png, rgb], k25_small, num_threads=t)))
         work.append((f"bf16-{threads}", lambda t=threads: kimi_k3_rs.preprocess([rgb], k3_small, num_threads=t, dtype="float16")))
@@ -347,10 +392,10 @@ def test_many_threads_mixed_calls_match_single_thread():
 
 
 def _fork_and_check(expected_bytes: bytes, timeout: float = 60.0) -> str:
-    """Fork; the child runs ``num_threads=2`` (and 3, a new pool) and compares with
-    ``expected_bytes``; returns '' on success or a failure description."""
-    img = noise_array(300, 220, "RGBA", 9)
-    media_proc_cfg = cfg("kimi_k3", in_patch_limit=150)
+    """Fork; the child runs ``num_threads=2`` (and 3, a new pool) on ``pooled_image()``
+    and compares with ``expected_bytes``; returns '' on success or a failure description."""
+    img = pooled_image()
+    media_proc_cfg = POOLED_CFG
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # Python 3.12+: fork with threads
         pid = os.fork()
@@ -383,8 +428,8 @@ def _fork_and_check(expected_bytes: bytes, timeout: float = 60.0) -> str:
 def test_fork_after_the_pool_was_built():
     """Use the 2-thread pool, fork, use num_threads=2 (and 3) in the child: same
     output, no deadlock; the parent keeps working after."""
-    img = noise_array(300, 220, "RGBA", 9)
-    media_proc_cfg = cfg("kimi_k3", in_patch_limit=150)
+    img = pooled_image()
+    media_proc_cfg = POOLED_CFG
     expected = kimi_k3_rs.preprocess(img, media_proc_cfg, num_threads=2)["pixel_values"].tobytes()
     assert kimi_k3_rs.preprocess(img, media_proc_cfg, num_threads=1)["pixel_values"].tobytes() == expected
     for _ in range(3):
@@ -395,17 +440,17 @@ def test_fork_after_the_pool_was_built():
 @needs_fork
 def test_fork_while_another_thread_is_in_a_call():
     """Fork while another thread keeps the pool busy (workers mid-job at fork time)."""
-    img = noise_array(300, 220, "RGBA", 9)
-    media_proc_cfg = cfg("kimi_k3", in_patch_limit=150)
+    img = pooled_image()
+    media_proc_cfg = POOLED_CFG
     expected = kimi_k3_rs.preprocess(img, media_proc_cfg, num_threads=2)["pixel_values"].tobytes()
-    busy_img = noise_array(900, 700, "RGB", 3)
+    busy_img = pooled_image(3)
     stop = threading.Event()
     errors: List[BaseException] = []
 
     def busy() -> None:
         try:
             while not stop.is_set():
-                kimi_k3_rs.preprocess(busy_img, K25, num_threads=2)
+                kimi_k3_rs.preprocess(busy_img, POOLED_CFG, num_threads=2)
         except BaseException as exc:  # pragma: no cover
             errors.append(exc)
 
@@ -426,14 +471,15 @@ def test_fork_while_another_thread_is_in_a_call():
 @needs_linux
 def test_pools_per_thread_count_are_bounded():
     """Repeated calls reuse the pool of their num_threads: the threads the library
-    holds do not grow with the number of calls."""
-    img = noise_array(30, 30, "RGB", 0)
-    kimi_k3_rs.preprocess(img, K25, num_threads=5)
+    holds do not grow with the number of calls (pools evicted by earlier tests may
+    still be winding down, so the count may drop meanwhile)."""
+    img = pooled_image(0)
+    kimi_k3_rs.preprocess(img, POOLED_CFG, num_threads=5)
     before = len(os.listdir("/proc/self/task"))
-    for _ in range(50):
-        kimi_k3_rs.preprocess(img, K25, num_threads=5)
-        kimi_k3_rs.preprocess(img, K25, num_threads=1)
-    assert len(os.listdir("/proc/self/task")) == before
+    for _ in range(30):
+        kimi_k3_rs.preprocess(img, POOLED_CFG, num_threads=5)
+        kimi_k3_rs.preprocess(img, POOLED_CFG, num_threads=1)
+    assert len(os.listdir("/proc/self/task")) <= before
 
 
 def _threads_settle_at_most(limit: int) -> int:
@@ -452,16 +498,16 @@ def test_distinct_thread_counts_keep_only_the_last_four_pools():
     """F6: one pool per distinct num_threads used to be kept forever (2..40 left 819
     threads alive). Only the 4 most recently used pools are kept; an evicted count
     still works and gives the same bytes."""
-    img = noise_array(300, 200, "RGB", 1)
-    expected = kimi_k3_rs.preprocess(img, K25)["pixel_values"]
+    img = pooled_image(1)
+    expected = kimi_k3_rs.preprocess(img, POOLED_CFG)["pixel_values"]
     baseline = len(os.listdir("/proc/self/task"))
     for n in range(2, 41):
-        got = kimi_k3_rs.preprocess(img, K25, num_threads=n)["pixel_values"]
+        got = kimi_k3_rs.preprocess(img, POOLED_CFG, num_threads=n)["pixel_values"]
         assert got.tobytes() == expected.tobytes(), n
     kept = 37 + 38 + 39 + 40
     assert _threads_settle_at_most(baseline + kept) <= baseline + kept
     # An evicted count builds its pool again; the other evicted ones stay gone.
-    got = kimi_k3_rs.preprocess(img, K25, num_threads=2)["pixel_values"]
+    got = kimi_k3_rs.preprocess(img, POOLED_CFG, num_threads=2)["pixel_values"]
     assert got.tobytes() == expected.tobytes()
     kept = 38 + 39 + 40 + 2
     assert _threads_settle_at_most(baseline + kept) <= baseline + kept

@@ -4,6 +4,7 @@
 //! Every borrow uses rust-numpy's `try_` forms, so an array another call holds
 //! is an error naming the argument, never a panic.
 
+use numpy::ndarray::ArrayView4;
 use numpy::{
     PyArrayDescrMethods, PyArrayDyn, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods,
 };
@@ -12,6 +13,7 @@ use pyo3::prelude::*;
 
 use super::decode::PyEncodedImage;
 use super::errors::{abbreviate_value, at_image, to_py_err};
+use crate::buffers::{self, OutputMemory};
 use crate::error::KimiError;
 use crate::options::OutputDtype;
 use crate::ImageView;
@@ -194,11 +196,56 @@ pub(crate) enum OutArray<'py> {
     Bits16(PyReadwriteArrayDyn<'py, u16>, String),
 }
 
-/// A new `numpy.empty` output of `shape` for `dtype` (float32, float16, or the
-/// uint16 bits of bfloat16).
+/// Owner of a large output's memory: the base object of the numpy array that
+/// [`new_output`] makes on it. When numpy frees the array (and every view of
+/// it), the memory goes back to the crate's pool for a later call
+/// ([`buffers::give_back`]).
+#[pyclass(frozen, module = "kimi_k3_rs._native", name = "OutputMemory")]
+pub(crate) struct PyOutputMemory {
+    memory: std::sync::Mutex<Option<OutputMemory>>,
+}
+
+impl Drop for PyOutputMemory {
+    fn drop(&mut self) {
+        let memory = self
+            .memory
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(memory) = memory {
+            buffers::give_back(memory);
+        }
+    }
+}
+
+/// A C-contiguous array of `shape` on `memory`, with `owner` (which holds
+/// `memory`) as its base.
+///
+/// # Safety
+/// `memory` is `owner`'s block (page-aligned, at least `shape`'s bytes of `T`)
+/// and stays valid while `owner` lives.
+unsafe fn array_on<'py, T: numpy::Element>(
+    memory: *mut u8,
+    shape: [usize; 4],
+    owner: Bound<'py, PyOutputMemory>,
+) -> Bound<'py, PyAny> {
+    // SAFETY: per this function's contract, `memory` holds `shape`'s elements
+    // of `T`, aligned; the view lives only for this call.
+    let view = unsafe { ArrayView4::<T>::from_shape_ptr(shape, memory.cast::<T>().cast_const()) };
+    // SAFETY: `owner` keeps the memory alive as the array's base, and nothing
+    // reallocates or frees it before `owner` is dropped.
+    unsafe { numpy::PyArray4::<T>::borrow_from_array(&view, owner.into_any()) }.into_any()
+}
+
+/// A new output of `shape` for `dtype` (float32, float16, or the uint16 bits
+/// of bfloat16), its values unset. Outputs of at least
+/// [`POOL_MIN_BYTES`](buffers::POOL_MIN_BYTES) live in page-aligned memory
+/// with huge pages asked for, taken from the pool of outputs freed by
+/// earlier calls when one fits (already faulted in: no page faults); smaller
+/// ones come from `numpy.empty`.
 ///
 /// # Errors
-/// `KimiError::Allocation` with numpy's reason when numpy cannot allocate it.
+/// `KimiError::Allocation` with the reason when the memory cannot be had.
 pub(crate) fn new_output<'py>(
     py: Python<'py>,
     shape: [usize; 4],
@@ -208,15 +255,45 @@ pub(crate) fn new_output<'py>(
         OutputDtype::Bfloat16 => "uint16",
         other => other.name(),
     };
-    py.import("numpy")?
-        .getattr("empty")?
-        .call1((shape.to_vec(), name))
-        .map_err(|e| {
-            to_py_err(KimiError::Allocation {
-                shape: format!("{shape:?}"),
-                reason: crate::error::abbreviate(&e.value(py).to_string()),
-            })
+    let fail = |reason: String| {
+        to_py_err(KimiError::Allocation {
+            shape: format!("{shape:?}"),
+            reason: crate::error::abbreviate(&reason),
         })
+    };
+    let element = if dtype == OutputDtype::Float32 { 4 } else { 2 };
+    let bytes = shape
+        .iter()
+        .try_fold(element, |n: usize, &d| n.checked_mul(d))
+        .ok_or_else(|| fail("too large".to_owned()))?;
+    if bytes < buffers::POOL_MIN_BYTES {
+        return py
+            .import("numpy")?
+            .getattr("empty")?
+            .call1((shape.to_vec(), name))
+            .map_err(|e| fail(e.value(py).to_string()));
+    }
+    let memory = buffers::take_output(bytes).ok_or_else(|| fail("out of memory".to_owned()))?;
+    let ptr = memory.as_ptr();
+    let owner = Bound::new(
+        py,
+        PyOutputMemory {
+            memory: std::sync::Mutex::new(Some(memory)),
+        },
+    )?;
+    // SAFETY: `ptr` is `owner`'s page-aligned block of at least `bytes`, the
+    // size of `shape` in elements of this dtype; `owner` frees it only when
+    // dropped, after the array.
+    if dtype == OutputDtype::Float32 {
+        Ok(unsafe { array_on::<f32>(ptr, shape, owner) })
+    } else {
+        let bits = unsafe { array_on::<u16>(ptr, shape, owner) };
+        if name == "uint16" {
+            Ok(bits)
+        } else {
+            bits.call_method1("view", (name,))
+        }
+    }
 }
 
 /// Borrow `out` for writing: a numpy array, native byte order, C-contiguous,

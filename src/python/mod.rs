@@ -309,9 +309,9 @@ fn preprocess<'py>(
     }
     let (cfg, opts) = (&config.inner, &options.inner);
     let plan = plan_batch(&views, cfg).map_err(to_py_err)?;
-    // A new output comes from `numpy.empty`, as any numpy array: numpy asks the
-    // kernel for huge pages on large buffers, which halves the cost of a fresh
-    // 100 MB output's page faults; the core then writes every value.
+    // A new output: large ones on pooled, huge-page memory (an output freed by
+    // an earlier call when one fits, so its pages are not faulted in again),
+    // small ones from `numpy.empty`; the core then writes every value.
     let out = match out {
         Some(out) => out,
         None => borrow::new_output(py, plan.shape(), opts.dtype())?,

@@ -6,6 +6,7 @@
 use super::coefficients::Coefficients;
 use super::transpose::{columns_to_rows, rows_to_columns, ROWS};
 use super::{vertical_first, weighted_sum};
+use crate::buffers::zeroed_bytes;
 use crate::config::PillowCompat;
 use crate::par::for_each_chunk;
 use crate::simd::Execution;
@@ -139,7 +140,7 @@ fn two_pass<const S: usize, const C: usize>(
 ) -> Vec<u8> {
     let (new_w, new_h) = (ch.bounds.len(), cv.bounds.len());
     let out_row_len = new_w * C;
-    let mut out = vec![0u8; new_h * out_row_len];
+    let mut out = zeroed_bytes(new_h * out_row_len);
     let serial = Execution {
         parallel: false,
         ..run
@@ -185,19 +186,19 @@ pub(super) fn resize_c<const S: usize, const C: usize>(
     match (need_h, need_v) {
         (false, false) if S == C => src.to_vec(),
         (false, false) => {
-            let mut out = vec![0u8; height * width * C];
+            let mut out = zeroed_bytes(height * width * C);
             pack::<S, C>(src, &mut out);
             out
         }
         (true, false) => {
             let ch = Coefficients::new(width, new_width);
-            let mut out = vec![0u8; height * new_width * C];
+            let mut out = zeroed_bytes(height * new_width * C);
             horizontal_into::<S, C>(src, width, 0, &ch, run, &mut out);
             out
         }
         (false, true) => {
             let cv = Coefficients::new(height, new_height);
-            let mut out = vec![0u8; new_height * width * C];
+            let mut out = zeroed_bytes(new_height * width * C);
             vertical_packed::<S, C>(src, width, &cv, run, &mut out);
             out
         }
