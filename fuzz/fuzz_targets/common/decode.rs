@@ -57,7 +57,10 @@ pub fn run(data: &[u8]) {
     let route = match decode::route(file, exif_transpose) {
         Ok(route) => route,
         Err(e) => {
-            assert!(sniffed.is_some(), "error {e:?} for a file of no native format");
+            assert!(
+                sniffed.is_some(),
+                "error {e:?} for a file of no native format"
+            );
             assert!(!e.to_string().is_empty());
             return;
         }
@@ -102,7 +105,10 @@ pub fn run(data: &[u8]) {
         let again = decode::decode_into(file, &header, &limits, &mut second);
         assert_eq!(decoded.is_ok(), again.is_ok(), "{decoded:?} then {again:?}");
         if decoded.is_ok() {
-            assert!(first == second, "two decodes differ (unwritten or nondeterministic bytes)");
+            assert!(
+                first == second,
+                "two decodes differ (unwritten or nondeterministic bytes)"
+            );
         }
         let mut long = vec![0u8; len + 1];
         let _ = decode::decode_into(file, &header, &limits, &mut long);
@@ -162,7 +168,11 @@ fn crc32(data: &[u8]) -> u32 {
     for &b in data {
         crc ^= u32::from(b);
         for _ in 0..8 {
-            crc = if crc & 1 != 0 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
         }
     }
     !crc
