@@ -176,7 +176,13 @@ impl<'a> ImageView<'a> {
         check_shape(header.width, header.height, header.channels)?;
         Ok(Self {
             encoded: Some(header),
-            ..Self::unchecked(data, header.width, header.height, header.channels, header.channels)
+            ..Self::unchecked(
+                data,
+                header.width,
+                header.height,
+                header.channels,
+                header.channels,
+            )
         })
     }
 

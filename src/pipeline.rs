@@ -10,8 +10,8 @@ use std::borrow::Cow;
 use std::cell::RefCell;
 
 use crate::composite::{composite, premultiply, unpremultiply};
-use crate::decode::{decode_into, Limits};
 use crate::config::{FillStage, MediaProcConfig, PillowCompat};
+use crate::decode::{decode_into, Limits};
 use crate::error::KimiError;
 use crate::geometry::{self, navit_resize_config, ResizeConfig};
 use crate::image::ImageView;
@@ -582,7 +582,10 @@ pub fn run_batch_with<T: OutputValue>(
             .collect();
         type Job<'j, 'v, T> = (
             usize,
-            (((&'j ImageView<'v>, &'j ResizeConfig), &'j bool), &'j mut [T]),
+            (
+                ((&'j ImageView<'v>, &'j ResizeConfig), &'j bool),
+                &'j mut [T],
+            ),
         );
         let job = |(index, (((image, r), &parallel), o)): Job<'_, '_, T>| {
             let run = Execution { path, parallel };
