@@ -492,7 +492,16 @@ pub fn decode_into(
             Ok(true) => {}
             Ok(false) => return Err(fail("fewer rows than the header says")),
             Err(e) => {
-                return zipdecode(data, header, interlaced, out).ok_or_else(|| fail(e.to_string()));
+                // Running out of data is Pillow's "image file is truncated" (`ImageFile.load`).
+                let text = match &e {
+                    png::DecodingError::IoError(io)
+                        if io.kind() == std::io::ErrorKind::UnexpectedEof =>
+                    {
+                        "image file is truncated".to_owned()
+                    }
+                    _ => e.to_string(),
+                };
+                return zipdecode(data, header, interlaced, out).ok_or_else(|| fail(text));
             }
         }
     }
