@@ -514,7 +514,7 @@ fn thread_plan(
 /// * `compat` - the Pillow resize pass order to reproduce.
 /// * `threads` - 1 runs on the calling thread; more run images of the batch
 ///   and bands of each image on the crate's pool of that many threads, when
-///   there is enough work for it: a batch whose estimated work is under
+///   there is enough work for it: a batch under
 ///   8 M units of estimated work (about one per output value; a 1920x1080
 ///   image that is not resized is 6.3 M) runs on the calling thread, and an image under
 ///   it runs on one thread of the pool. Every choice writes the same values.
