@@ -46,23 +46,7 @@ impl<'a> ImageView<'a> {
         height: usize,
         channels: usize,
     ) -> Result<Self, KimiError> {
-        check_shape(width, height, channels)?;
-        let expected = width
-            .checked_mul(height)
-            .and_then(|n| n.checked_mul(channels))
-            .ok_or(KimiError::Overflow {
-                what: "image bytes",
-            })?;
-        if data.len() != expected {
-            return Err(KimiError::BufferSize {
-                len: data.len(),
-                height,
-                width,
-                channels,
-                expected,
-            });
-        }
-        Ok(Self::from_parts(data, width, height, channels))
+        Self::with_stride(data, width, height, channels, channels)
     }
 
     /// Wrap a pixel buffer whose pixels are `pixel_stride` bytes apart, the

@@ -254,8 +254,8 @@ thread_local! {
 /// ([`ImageView::encoded`]) decoded first into this thread's buffer.
 ///
 /// # Errors
-/// Any error of [`decode_into`]; `KimiError::Allocation` when the decode
-/// buffer cannot be allocated.
+/// Any error of [`decode_into`]; `KimiError::DecodeAllocation` when the
+/// decode buffer cannot be allocated.
 #[allow(clippy::too_many_arguments)]
 fn run_view<T: OutputValue>(
     image: &ImageView<'_>,

@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from . import _native, errors
 from .config import MediaProcConfig
-from .decoding import _PILLOW_PIXEL_BYTES, _check_decoded_bytes, _check_pixels, _loaded
+from .decoding import _check_header, _loaded
 from .errors import _DECODE_ERRORS, ImageError
 from .inputs import _unwrap_media
 from .modes import _pixels
@@ -57,8 +57,7 @@ def _routed(item: Any, index: int, opts: _Options) -> tuple[Any, _native.Encoded
     with _naming(index):
         data, encoded = _route(_unwrap_media(item), opts.exif_transpose, opts.allowed_formats)
         if encoded is not None:
-            _check_pixels(encoded.size, opts.max_image_pixels)
-            _check_decoded_bytes(encoded.size, _PILLOW_PIXEL_BYTES.get(encoded.mode, 4), opts.max_decoded_bytes)
+            _check_header(encoded.size, encoded.mode, opts.max_image_pixels, opts.max_decoded_bytes)
     return data, encoded
 
 

@@ -70,14 +70,18 @@ def _check_pixels(size: tuple[int, int], max_image_pixels: int | None, what: str
 _PILLOW_PIXEL_BYTES = {"1": 1, "L": 1, "P": 1, "I;16": 2, "I;16L": 2, "I;16B": 2, "I;16N": 2}
 
 
-def _check_decoded_bytes(
-    size: tuple[int, int], pixel_bytes: int, max_decoded_bytes: int | None
+def _check_header(
+    size: tuple[int, int], mode: str, max_image_pixels: int | None, max_decoded_bytes: int | None
 ) -> None:
-    """Refuse encoded data whose header size decodes to more than ``max_decoded_bytes``
-    bytes (``width * height * pixel_bytes``, one frame)."""
+    """Refuse encoded data whose header (size, Pillow mode) claims more than
+    ``max_image_pixels`` pixels or decodes to more than ``max_decoded_bytes`` bytes
+    (``width * height *`` Pillow's bytes per pixel of ``mode``, one frame); None
+    turns either check off. The one check of every decode path, native or Pillow."""
+    _check_pixels(size, max_image_pixels)
     width, height = size
-    if max_decoded_bytes is not None and width * height * pixel_bytes > max_decoded_bytes:
-        raise errors.too_many_decoded_bytes(width, height, width * height * pixel_bytes, max_decoded_bytes)
+    nbytes = width * height * _PILLOW_PIXEL_BYTES.get(mode, 4)
+    if max_decoded_bytes is not None and nbytes > max_decoded_bytes:
+        raise errors.too_many_decoded_bytes(width, height, nbytes, max_decoded_bytes)
 
 
 #: The ``max_image_pixels`` of the input this thread (or task) is opening or decoding;
@@ -196,8 +200,7 @@ def _loaded(
     is_ico = max_image_pixels is not None and _check_ico(source, max_image_pixels)
     with _pixel_limit(None if is_ico else max_image_pixels), _open_encoded(source) as image:
         _check_opened_format(image, allowed_formats)
-        _check_pixels(image.size, max_image_pixels)
-        _check_decoded_bytes(image.size, _PILLOW_PIXEL_BYTES.get(image.mode, 4), max_decoded_bytes)
+        _check_header(image.size, image.mode, max_image_pixels, max_decoded_bytes)
         _load(image)
         yield _apply_exif(image, exif_transpose)
 
