@@ -12,6 +12,7 @@
 //! next call of about the same size ([`take_output`], [`give_back`]), so that
 //! a steady stream of calls writes into pages already faulted in.
 
+use std::cell::RefCell;
 use std::ptr::NonNull;
 use std::sync::Mutex;
 
@@ -54,15 +55,133 @@ pub(crate) fn advise_huge_pages<T>(data: &mut [T]) {
     let _ = data;
 }
 
-/// `n` zero bytes, the huge-page advice given (see [`advise_huge_pages`]) when
-/// they span whole huge pages. Large blocks come straight from the kernel
-/// (zeroed, untouched), so the advice applies to their first faults.
-pub(crate) fn zeroed_bytes(n: usize) -> Vec<u8> {
-    let mut data = vec![0u8; n];
-    if n >= 2 * HUGE_PAGE {
+/// An allocation that failed: the bytes asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct AllocFailed {
+    /// Bytes of the buffer that could not be had.
+    pub(crate) bytes: usize,
+}
+
+/// Element types whose all-zero bit pattern is a valid value.
+///
+/// # Safety
+/// An implementor must accept the all-zero bit pattern as a value.
+pub(crate) unsafe trait Zeroable: Copy {}
+// SAFETY: 0, 0 and 0.0.
+unsafe impl Zeroable for u8 {}
+// SAFETY: as for u8.
+unsafe impl Zeroable for u16 {}
+// SAFETY: as for u8.
+unsafe impl Zeroable for f32 {}
+
+/// `n` zero values, or [`AllocFailed`] when the allocator has no memory for
+/// them (never an abort). Large blocks come straight from the kernel (zeroed,
+/// untouched), and get the huge-page advice ([`advise_huge_pages`]) before
+/// their first fault, so no pass over them is spent here.
+pub(crate) fn try_zeroed<T: Zeroable>(n: usize) -> Result<Vec<T>, AllocFailed> {
+    let fail = AllocFailed {
+        bytes: n.saturating_mul(std::mem::size_of::<T>()),
+    };
+    let layout = std::alloc::Layout::array::<T>(n).map_err(|_| fail)?;
+    if layout.size() == 0 {
+        return Ok(Vec::new());
+    }
+    // SAFETY: the layout has a non-zero size.
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<T>();
+    if ptr.is_null() {
+        return Err(fail);
+    }
+    // SAFETY: `ptr` was allocated by the global allocator with the layout of
+    // `[T; n]`, and all `n` values are initialised (zero bits are a value of
+    // every `Zeroable`).
+    let mut data = unsafe { Vec::from_raw_parts(ptr, n, n) };
+    if layout.size() >= 2 * HUGE_PAGE {
         advise_huge_pages(&mut data);
     }
-    data
+    Ok(data)
+}
+
+/// The largest scratch buffer a thread keeps after use, and how many it keeps:
+/// a 12 MP RGB photo's decode is 36 MB, the resize of an 8000x8000 image under
+/// K3 38 MB, so a worker keeps both for its next image (at most 128 MiB per
+/// thread; larger buffers are freed after their image).
+const KEPT_SCRATCH_BYTES: usize = 64 << 20;
+const KEPT_SCRATCH_BUFFERS: usize = 2;
+
+thread_local! {
+    /// This thread's scratch buffers, freed by their last user.
+    static KEPT: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// An image-sized working buffer: decoded pixels, a resize result. Taken
+/// from the buffers this thread kept after earlier images when one is large
+/// enough (so a stream of photos does not fault in fresh pages for every
+/// image), else newly allocated, fallibly. Given back to the thread when
+/// dropped.
+///
+/// Its contents are unspecified (zero when new, an earlier image's bytes when
+/// reused): a user writes every byte it reads.
+#[derive(Debug)]
+pub(crate) struct Scratch(Vec<u8>);
+
+impl Scratch {
+    /// `len` bytes, or [`AllocFailed`] when new memory is needed and cannot be had.
+    pub(crate) fn new(len: usize) -> Result<Self, AllocFailed> {
+        let kept = KEPT
+            .try_with(|kept| {
+                let mut kept = kept.borrow_mut();
+                let best = kept
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, b)| b.capacity() >= len)
+                    .min_by_key(|(_, b)| b.capacity())
+                    .map(|(i, _)| i);
+                best.map(|i| kept.swap_remove(i))
+            })
+            .ok()
+            .flatten();
+        match kept {
+            // Within the capacity: no allocation, only the new tail is zeroed.
+            Some(mut data) => {
+                data.resize(len, 0);
+                Ok(Self(data))
+            }
+            None => try_zeroed(len).map(Self),
+        }
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Scratch {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let data = std::mem::take(&mut self.0);
+        if data.capacity() == 0 || data.capacity() > KEPT_SCRATCH_BYTES {
+            return;
+        }
+        // A thread that is exiting has no store left: the buffer is freed.
+        let _ = KEPT.try_with(|kept| {
+            let mut kept = kept.borrow_mut();
+            kept.push(data);
+            if kept.len() > KEPT_SCRATCH_BUFFERS {
+                // Keep the largest ones.
+                if let Some(i) = (0..kept.len()).min_by_key(|&i| kept[i].capacity()) {
+                    kept.swap_remove(i);
+                }
+            }
+        });
+    }
 }
 
 /// A page-aligned block of memory, its length a multiple of [`HUGE_PAGE`], with
@@ -256,11 +375,48 @@ mod tests {
     }
 
     #[test]
-    fn zeroed_bytes_are_zero() {
+    fn zeroed_values_are_zero_and_too_large_fails() {
         for n in [0, 1, 2 * HUGE_PAGE + 3, 5 * HUGE_PAGE] {
-            let v = zeroed_bytes(n);
+            let v = try_zeroed::<u8>(n).unwrap();
             assert_eq!(v.len(), n);
             assert!(v.iter().all(|&b| b == 0));
         }
+        assert!(try_zeroed::<f32>(7).unwrap().iter().all(|&v| v == 0.0));
+        let huge = usize::MAX / 2;
+        assert_eq!(
+            try_zeroed::<u16>(huge),
+            Err(AllocFailed {
+                bytes: usize::MAX - 1
+            })
+        );
+        assert!(Scratch::new(isize::MAX as usize).is_err());
+    }
+
+    #[test]
+    fn scratch_is_reused_on_its_thread() {
+        std::thread::spawn(|| {
+            let mut first = Scratch::new(3 * HUGE_PAGE).unwrap();
+            first[5] = 9;
+            let address = first.as_ptr();
+            drop(first);
+            // A smaller buffer is served from the kept one, its bytes as they were.
+            let again = Scratch::new(HUGE_PAGE).unwrap();
+            assert_eq!(
+                (again.as_ptr(), again.len(), again[5]),
+                (address, HUGE_PAGE, 9)
+            );
+            // A larger one is new (zeroed); both are kept, a third is not.
+            let larger = Scratch::new(4 * HUGE_PAGE).unwrap();
+            assert!(larger.iter().all(|&b| b == 0));
+            let third = Scratch::new(10).unwrap();
+            drop((again, larger, third));
+            assert_eq!(KEPT.with(|k| k.borrow().len()), KEPT_SCRATCH_BUFFERS);
+            // Past the kept size, a buffer is freed after use.
+            drop(Scratch::new(KEPT_SCRATCH_BYTES + 1).unwrap());
+            let caps: Vec<usize> = KEPT.with(|k| k.borrow().iter().map(Vec::capacity).collect());
+            assert!(caps.iter().all(|&c| c <= KEPT_SCRATCH_BYTES), "{caps:?}");
+        })
+        .join()
+        .unwrap();
     }
 }

@@ -22,44 +22,104 @@ use crate::config::Background;
 /// # Panics
 /// When `channels` is not 2 or 4 or `width` is 0 (the pipeline checks both).
 #[must_use]
-#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
 pub fn composite(src: &[u8], width: usize, channels: usize, bg: &Background) -> Vec<u8> {
-    assert!(channels == 2 || channels == 4);
-    assert!(width > 0);
-    let color = channels - 1;
-    // alpha = f32(A) / 255 and 1 - alpha, exactly as the reference computes them,
-    // for the 256 possible A.
-    let alpha: [f32; 256] = std::array::from_fn(|a| f32::from(a as u8) / 255.0f32);
-    let rest: [f32; 256] = alpha.map(|a| 1.0f32 - a);
-    // The background has at most two distinct rows (chessboard rows alternate).
-    let square = bg.square_size as usize;
-    let bg_rows: [Vec<f32>; 2] = std::array::from_fn(|parity| {
-        (0..width)
-            .map(|x| f32::from(bg.value_at(x, parity * square)))
-            .collect()
-    });
-    let mut out = vec![0u8; src.len() / channels * color];
+    let mut out = vec![0u8; src.len() / channels * (channels - 1)];
+    composite_into(src, width, channels, bg, &mut out);
+    out
+}
+
+/// [`composite`] into `out` (`height * width * (channels - 1)` bytes).
+///
+/// # Panics
+/// As [`composite`].
+pub fn composite_into(src: &[u8], width: usize, channels: usize, bg: &Background, out: &mut [u8]) {
+    let kernel = Compositor::new(width, channels, bg);
     for (y, (row, out_row)) in src
         .chunks_exact(width * channels)
-        .zip(out.chunks_exact_mut(width * color))
+        .zip(out.chunks_exact_mut(width * kernel.color))
         .enumerate()
     {
-        let back_row = &bg_rows[(y / square) % 2];
+        kernel.row(y, row, out_row);
+    }
+}
+
+/// [`composite`] in place: the composited colour is written packed at the
+/// front of `pixels`, whose first `height * width * (channels - 1)` bytes it
+/// returns (each row is read before any of it is overwritten).
+///
+/// # Panics
+/// As [`composite`].
+pub fn composite_in_place<'a>(
+    pixels: &'a mut [u8],
+    width: usize,
+    channels: usize,
+    bg: &Background,
+) -> &'a mut [u8] {
+    let kernel = Compositor::new(width, channels, bg);
+    let (in_len, out_len) = (width * channels, width * kernel.color);
+    let rows = pixels.len() / in_len;
+    let mut row = vec![0u8; in_len];
+    for y in 0..rows {
+        row.copy_from_slice(&pixels[y * in_len..(y + 1) * in_len]);
+        kernel.row(y, &row, &mut pixels[y * out_len..(y + 1) * out_len]);
+    }
+    &mut pixels[..rows * out_len]
+}
+
+/// The per-row work of [`composite`]: the alpha tables and the (at most two
+/// distinct) background rows of one width.
+struct Compositor {
+    color: usize,
+    square: usize,
+    alpha: [f32; 256],
+    rest: [f32; 256],
+    bg_rows: [Vec<f32>; 2],
+}
+
+impl Compositor {
+    #[allow(clippy::cast_possible_truncation)]
+    fn new(width: usize, channels: usize, bg: &Background) -> Self {
+        assert!(channels == 2 || channels == 4);
+        assert!(width > 0);
+        // alpha = f32(A) / 255 and 1 - alpha, exactly as the reference computes
+        // them, for the 256 possible A.
+        let alpha: [f32; 256] = std::array::from_fn(|a| f32::from(a as u8) / 255.0f32);
+        let rest: [f32; 256] = alpha.map(|a| 1.0f32 - a);
+        // Chessboard rows alternate, so there are at most two distinct ones.
+        let square = bg.square_size as usize;
+        let bg_rows: [Vec<f32>; 2] = std::array::from_fn(|parity| {
+            (0..width)
+                .map(|x| f32::from(bg.value_at(x, parity * square)))
+                .collect()
+        });
+        Self {
+            color: channels - 1,
+            square,
+            alpha,
+            rest,
+            bg_rows,
+        }
+    }
+
+    /// Row `y` of the image (`row`, with alpha) composited into `out`.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    fn row(&self, y: usize, row: &[u8], out: &mut [u8]) {
+        let color = self.color;
+        let back_row = &self.bg_rows[(y / self.square) % 2];
         for ((px, o), &back) in row
-            .chunks_exact(channels)
-            .zip(out_row.chunks_exact_mut(color))
+            .chunks_exact(color + 1)
+            .zip(out.chunks_exact_mut(color))
             .zip(back_row)
         {
             let a = usize::from(px[color]);
-            let back = rest[a] * back;
+            let back = self.rest[a] * back;
             for (dst, &c) in o.iter_mut().zip(&px[..color]) {
-                // `as u8` truncates toward zero and saturates, like numpy's astype(uint8)
-                // on values in [0, 255 + tiny].
-                *dst = (alpha[a] * f32::from(c) + back) as u8;
+                // `as u8` truncates toward zero and saturates, like numpy's
+                // astype(uint8) on values in [0, 255 + tiny].
+                *dst = (self.alpha[a] * f32::from(c) + back) as u8;
             }
         }
     }
-    out
 }
 
 /// [`composite`] of a whole view onto a config's background, checked.
@@ -162,6 +222,8 @@ mod tests {
             let (w, h) = (16usize, 16usize);
             let src: Vec<u8> = (0..w * h * 4).map(|i| (i * 37 % 256) as u8).collect();
             let out = composite(&src, w, 4, &bg);
+            let mut in_place = src.clone();
+            assert_eq!(composite_in_place(&mut in_place, w, 4, &bg), &out[..]);
             for y in 0..h {
                 for x in 0..w {
                     let px = &src[(y * w + x) * 4..][..4];

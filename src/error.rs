@@ -401,6 +401,13 @@ pub enum KimiError {
         /// Why (the allocator's words).
         reason: String,
     },
+    /// A working buffer of an image (a resize result, a composited copy)
+    /// cannot be allocated.
+    #[error("cannot allocate {bytes} bytes of working memory: out of memory")]
+    ScratchAllocation {
+        /// Bytes asked for.
+        bytes: usize,
+    },
     /// An error of one image of a batch: `index` is its position in the batch
     /// given to the pipeline.
     #[error("image {index}: {error}")]

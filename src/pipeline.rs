@@ -6,10 +6,8 @@
 //! `transparent_bg_fill_stage` order of composite and resize) for images held
 //! as 8-bit `L` (1 channel), `LA` (2), `RGB` (3) or `RGBA` (4).
 
-use std::borrow::Cow;
-use std::cell::RefCell;
-
-use crate::composite::{composite, premultiply, unpremultiply};
+use crate::buffers::{try_zeroed, Scratch, Zeroable};
+use crate::composite::{composite_in_place, composite_into};
 use crate::config::{FillStage, MediaProcConfig, PillowCompat};
 use crate::decode::{decode_into, Limits};
 use crate::error::KimiError;
@@ -20,7 +18,7 @@ use rayon::iter::{IndexedParallelIterator, IntoParallelIterator, ParallelIterato
 use crate::normalize::{pad_normalize_patchify, NormalizeLut, OutputValue, ValueTable};
 use crate::options::{Options, OutputDtype};
 use crate::par::install;
-use crate::resize::resize_bicubic_strided;
+use crate::resize::{resize_bicubic_strided, Resize};
 use crate::simd::{Execution, SimdPath};
 
 /// Sizing of one image: the reference's resize config for its size, the target
@@ -142,23 +140,21 @@ fn plan_chunk(
     Ok((r, end))
 }
 
-/// Drop the trailing alpha channel (`convert("RGB")` of RGBA / LA before the grey expansion).
-fn drop_alpha(data: &[u8], channels: usize) -> Vec<u8> {
-    let color = channels - 1;
-    data.chunks_exact(channels)
-        .flat_map(|px| &px[..color])
-        .copied()
-        .collect()
-}
-
 /// Run one image through the pipeline into `out` (its `pixel_values` rows).
 ///
-/// An RGB view in 4-byte pixels ([`ImageView::with_stride`]) is read in place:
-/// the resize reads its pixels at their stride and writes packed RGB, and an
-/// image that is not resized is normalised straight from the 4-byte pixels
-/// (the normaliser reads the first three bytes of a 4-byte pixel and ignores
-/// the fourth, as it ignores an alpha). Views with alpha are packed (their
-/// stride is their channel count), so compositing reads them as it always did.
+/// No full-size copy of the input is made: an RGB view in 4-byte pixels
+/// ([`ImageView::with_stride`]) is read in place (the resize reads its pixels
+/// at their stride and writes packed RGB; an image that is not resized is
+/// normalised straight from the 4-byte pixels, the normaliser reading the
+/// first three bytes of a pixel and ignoring the fourth, as it ignores an
+/// alpha); alpha that is dropped is skipped the same way; an `RGBA` / `LA`
+/// resize premultiplies the pixels as its passes read them; the background is
+/// composited in place into the resize result. Only compositing before a
+/// resize writes a (3/4-size) copy of the input, the image that is resized.
+/// The resize result and that copy are this thread's [`Scratch`] buffers.
+///
+/// # Errors
+/// `KimiError::ScratchAllocation` when a working buffer cannot be allocated.
 fn run_image<T: OutputValue>(
     image: &ImageView<'_>,
     r: &ResizeConfig,
@@ -167,7 +163,7 @@ fn run_image<T: OutputValue>(
     compat: PillowCompat,
     run: Execution,
     out: &mut [T],
-) {
+) -> Result<(), KimiError> {
     // Sizes come from a validated plan: they fit in usize because the pixels exist
     // (new sizes never exceed the original ones).
     let (new_w, new_h) = (r.new_width as usize, r.new_height as usize);
@@ -175,59 +171,61 @@ fn run_image<T: OutputValue>(
     let has_alpha = ch == 2 || ch == 4;
     debug_assert!(!has_alpha || image.pixel_stride == ch);
     let needs_resize = image.pre_resized.is_none() && (new_w, new_h) != (w, h);
-    let resize = |src: &[u8], stride: usize, channels: usize| {
-        resize_bicubic_strided(src, w, h, stride, channels, new_w, new_h, compat, run)
+    let scratch =
+        |len: usize| Scratch::new(len).map_err(|e| KimiError::ScratchAllocation { bytes: e.bytes });
+    let background = cfg.background().filter(|_| has_alpha);
+    let after_resize = cfg.fill_stage() == FillStage::AfterResize;
+    // Compositing first: a composited copy is what is resized.
+    let composited = match &background {
+        Some(bg) if !after_resize => {
+            let mut copy = scratch(w * h * (ch - 1))?;
+            composite_into(image.data, w, ch, bg, &mut copy);
+            Some(copy)
+        }
+        _ => None,
     };
-    let background = cfg.background();
-    let mut pixels: Cow<'_, [u8]> = Cow::Borrowed(image.data);
-    // Bytes per pixel of `pixels`: the view's stride until a step rewrites them packed.
-    let mut stride = image.pixel_stride;
-    let mut channels = ch;
-    match cfg.fill_stage() {
-        FillStage::BeforeResize => {
-            // composite (or convert("RGB")), then an RGB / L resize.
-            if has_alpha {
-                match &background {
-                    Some(bg) => pixels = Cow::Owned(composite(&pixels, w, ch, bg)),
-                    None if needs_resize => pixels = Cow::Owned(drop_alpha(&pixels, ch)),
-                    None => {}
-                }
-                if background.is_some() || needs_resize {
-                    channels = ch - 1;
-                    stride = channels;
-                }
-            }
-            if needs_resize {
-                pixels = Cow::Owned(resize(&pixels, stride, channels));
-                stride = channels;
-            }
-        }
-        FillStage::AfterResize => {
-            // resize in the image's own mode (RGBA / LA premultiplied), then composite.
-            if needs_resize {
-                pixels = Cow::Owned(if has_alpha {
-                    let mut pre = pixels.into_owned();
-                    premultiply(&mut pre, ch);
-                    let mut resized = resize(&pre, ch, ch);
-                    unpremultiply(&mut resized, ch);
-                    resized
-                } else {
-                    resize(&pixels, stride, ch)
-                });
-                stride = ch;
-            }
-            if has_alpha {
-                if let Some(bg) = &background {
-                    pixels = Cow::Owned(composite(&pixels, new_w, ch, bg));
-                    channels = ch - 1;
-                    stride = channels;
-                }
-            }
-        }
+    // The pixels that are resized, their stride and the channels kept (alpha
+    // dropped before a resize is skipped by reading the colour bytes only, the
+    // bytes `convert("RGB")` / `convert("L")` keeps).
+    let (src, stride, channels) = match &composited {
+        Some(copy) => (&copy[..], ch - 1, ch - 1),
+        None if has_alpha && needs_resize && !after_resize => (image.data, ch, ch - 1),
+        None => (image.data, image.pixel_stride, ch),
+    };
+    let mut resized = None;
+    if needs_resize {
+        let mut pixels = scratch(new_w * new_h * channels)?;
+        let resize = Resize {
+            width: w,
+            height: h,
+            pixel_stride: stride,
+            channels,
+            new_width: new_w,
+            new_height: new_h,
+            premultiplied: after_resize && has_alpha,
+        };
+        resize
+            .run_into(src, compat, run, &mut pixels)
+            .map_err(|e| KimiError::ScratchAllocation { bytes: e.bytes })?;
+        resized = Some(pixels);
     }
+    // Compositing after the resize: in place in the resize result.
+    let mut copy = None;
+    let (pixels, stride, channels): (&[u8], usize, usize) = match (&background, &mut resized) {
+        (Some(bg), Some(pixels)) if after_resize => {
+            (&*composite_in_place(pixels, new_w, ch, bg), ch - 1, ch - 1)
+        }
+        (Some(bg), None) if after_resize => {
+            let copy = copy.insert(scratch(w * h * (ch - 1))?);
+            composite_into(src, w, ch, bg, copy);
+            (&copy[..], ch - 1, ch - 1)
+        }
+        (_, Some(pixels)) => (&pixels[..], channels, channels),
+        (_, None) => (src, stride, channels),
+    };
     // Any alpha (or pad byte) still present is dropped by reading only the
     // colour bytes: the normaliser takes `stride`-byte pixels.
-    let source = ImageView::from_parts(&pixels, new_w, new_h, stride);
+    let source = ImageView::from_parts(pixels, new_w, new_h, stride);
     debug_assert!(stride == channels || channels >= 3);
     pad_normalize_patchify(
         &source,
@@ -238,24 +236,16 @@ fn run_image<T: OutputValue>(
         out,
         run,
     );
-}
-
-/// Bytes of decoded pixels a worker thread keeps between images (a 12 MP RGB
-/// photo is 36 MB); a larger buffer is freed after its image.
-const KEPT_DECODE_BYTES: usize = 64 << 20;
-
-thread_local! {
-    /// The decode buffer of this thread, reused so that a photo's decode does
-    /// not fault in fresh pages every time.
-    static DECODED: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    Ok(())
 }
 
 /// [`run_image`] of a view of pixels, or of an encoded view
-/// ([`ImageView::encoded`]) decoded first into this thread's buffer.
+/// ([`ImageView::encoded`]) decoded first into a [`Scratch`] buffer of this
+/// thread (so a stream of photos decodes into pages already faulted in).
 ///
 /// # Errors
-/// Any error of [`decode_into`]; `KimiError::DecodeAllocation` when the
-/// decode buffer cannot be allocated.
+/// Any error of [`decode_into`] and of [`run_image`];
+/// `KimiError::DecodeAllocation` when the decode buffer cannot be allocated.
 #[allow(clippy::too_many_arguments)]
 fn run_view<T: OutputValue>(
     image: &ImageView<'_>,
@@ -267,35 +257,22 @@ fn run_view<T: OutputValue>(
     out: &mut [T],
 ) -> Result<(), KimiError> {
     let Some(header) = image.encoded else {
-        run_image(image, r, cfg, table, compat, run, out);
-        return Ok(());
+        return run_image(image, r, cfg, table, compat, run, out);
     };
     let len = header.decoded_len()?;
-    // Taken, not borrowed: a job stolen by this thread while the image's own
-    // bands run (rayon) finds it empty and decodes into a buffer of its own.
-    let mut buffer = DECODED.take();
-    if buffer.len() < len {
-        buffer
-            .try_reserve_exact(len - buffer.len())
-            .map_err(|e| KimiError::DecodeAllocation {
-                width: header.width,
-                height: header.height,
-                channels: header.channels,
-                reason: e.to_string(),
-            })?;
-        buffer.resize(len, 0);
-    }
-    decode_into(image.data, &header, &Limits::default(), &mut buffer[..len])?;
+    let mut buffer = Scratch::new(len).map_err(|e| KimiError::DecodeAllocation {
+        width: header.width,
+        height: header.height,
+        channels: header.channels,
+        reason: format!("out of memory ({} bytes)", e.bytes),
+    })?;
+    decode_into(image.data, &header, &Limits::default(), &mut buffer)?;
     let pixels = ImageView {
-        data: &buffer[..len],
+        data: &buffer,
         encoded: None,
         ..*image
     };
-    run_image(&pixels, r, cfg, table, compat, run, out);
-    if buffer.capacity() <= KEPT_DECODE_BYTES {
-        DECODED.set(buffer);
-    }
-    Ok(())
+    run_image(&pixels, r, cfg, table, compat, run, out)
 }
 
 /// The sizing of a whole batch, computed before any pixel work.
@@ -828,26 +805,12 @@ fn check_out<T>(
     Ok(())
 }
 
-/// A zero-filled buffer of `n` values, or `KimiError::Allocation`. Fresh pages
-/// come zeroed from the allocator, so no pass over them is spent here.
-fn zeroed<T: OutputValue>(n: usize, shape: [usize; 4]) -> Result<Vec<T>, KimiError> {
-    let fail = |reason: &str| KimiError::Allocation {
+/// A zero-filled buffer of `n` values ([`try_zeroed`]), or `KimiError::Allocation`.
+fn zeroed<T: Zeroable>(n: usize, shape: [usize; 4]) -> Result<Vec<T>, KimiError> {
+    try_zeroed(n).map_err(|e| KimiError::Allocation {
         shape: format!("{shape:?}"),
-        reason: reason.to_owned(),
-    };
-    let layout = std::alloc::Layout::array::<T>(n).map_err(|_| fail("too large"))?;
-    if layout.size() == 0 {
-        return Ok(Vec::new());
-    }
-    // SAFETY: the layout has a non-zero size; all-zero bits are a valid value of
-    // every `OutputValue` (f32 0.0, u16 0), a sealed trait of those two types.
-    let ptr = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<T>();
-    if ptr.is_null() {
-        return Err(fail("out of memory"));
-    }
-    // SAFETY: `ptr` was allocated by the global allocator with the layout of
-    // `[T; n]`, and all `n` values are initialised (zero).
-    Ok(unsafe { Vec::from_raw_parts(ptr, n, n) })
+        reason: format!("out of memory ({} bytes)", e.bytes),
+    })
 }
 
 /// The whole job for a batch: size every image, then resize, composite, pad,

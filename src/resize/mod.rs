@@ -29,6 +29,7 @@ mod sse41;
 
 pub use coefficients::{bicubic_filter, Coefficients};
 
+use crate::buffers::{try_zeroed, AllocFailed};
 use crate::config::PillowCompat;
 use crate::simd::{Execution, SimdPath};
 use passes::resize_c;
@@ -152,17 +153,20 @@ pub fn resize_bicubic_with(
 }
 
 /// [`resize_bicubic_with`] of pixels stored `pixel_stride` bytes apart, the
-/// channels first: packed (`pixel_stride == channels`) or RGB in 4-byte pixels
-/// (`channels` 3, `pixel_stride` 4, as Pillow stores `RGB`). The output is
-/// packed, `new_height * new_width * channels` bytes, the same bytes as the
-/// resize of the packed image; pad bytes are never read for an output value.
+/// channels first: packed (`pixel_stride == channels`), RGB in 4-byte pixels
+/// (`channels` 3, `pixel_stride` 4, as Pillow stores `RGB`, or the colour of
+/// packed RGBA), or the grey of packed LA (`channels` 1, `pixel_stride` 2).
+/// The output is packed, `new_height * new_width * channels` bytes, the same
+/// bytes as the resize of the packed image; the other bytes of a pixel are
+/// never read for an output value.
 ///
 /// Source: as [`resize_bicubic`] (Pillow `libImaging/Resample.c`, which
 /// resamples the 4-byte pixels of its `RGB` images and writes their pad byte).
 ///
 /// # Panics
 /// As [`resize_bicubic_with`]; when `src.len() != width * height * pixel_stride`
-/// or the stride is not `channels` or 4 for 3 channels.
+/// or the stride is not `channels`, 4 for 3 channels or 2 for 1. Like any
+/// `Vec`, aborts when memory for the output runs out.
 #[must_use]
 #[allow(clippy::too_many_arguments)]
 pub fn resize_bicubic_strided(
@@ -176,21 +180,91 @@ pub fn resize_bicubic_strided(
     compat: PillowCompat,
     run: Execution,
 ) -> Vec<u8> {
-    assert!(width > 0 && height > 0 && new_width > 0 && new_height > 0);
-    assert_eq!(src.len(), width * height * pixel_stride);
-    assert!(
-        run.path.is_supported(),
-        "{} is not supported by this CPU",
-        run.path.name()
-    );
-    let (w, h, nw, nh) = (width, height, new_width, new_height);
-    match (pixel_stride, channels) {
-        (1, 1) => resize_c::<1, 1>(src, w, h, nw, nh, compat, run),
-        (2, 2) => resize_c::<2, 2>(src, w, h, nw, nh, compat, run),
-        (3, 3) => resize_c::<3, 3>(src, w, h, nw, nh, compat, run),
-        (4, 4) => resize_c::<4, 4>(src, w, h, nw, nh, compat, run),
-        (4, 3) => resize_c::<4, 3>(src, w, h, nw, nh, compat, run),
-        _ => panic!("channels must be 1..=4 with a stride of channels (or 4 for 3), got {channels} channels, stride {pixel_stride}"),
+    let abort = |e: AllocFailed| -> ! {
+        std::alloc::handle_alloc_error(
+            std::alloc::Layout::array::<u8>(e.bytes).unwrap_or(std::alloc::Layout::new::<u8>()),
+        )
+    };
+    let n = new_width
+        .saturating_mul(new_height)
+        .saturating_mul(channels);
+    let mut out = try_zeroed::<u8>(n).unwrap_or_else(|e| abort(e));
+    let resize = Resize {
+        width,
+        height,
+        pixel_stride,
+        channels,
+        new_width,
+        new_height,
+        premultiplied: false,
+    };
+    resize
+        .run_into(src, compat, run, &mut out)
+        .unwrap_or_else(|e| abort(e));
+    out
+}
+
+/// One resize of the pipeline: the input's size and layout (as for
+/// [`resize_bicubic_strided`]), the new size, and whether the image is an
+/// `RGBA` / `LA` one resized premultiplied (`premultiplied`: Pillow's
+/// `Image.resize` converts it to `RGBa` / `La` and back around the resize;
+/// here each pass premultiplies the pixels it first reads, so the input is
+/// never copied whole).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Resize {
+    pub(crate) width: usize,
+    pub(crate) height: usize,
+    pub(crate) pixel_stride: usize,
+    pub(crate) channels: usize,
+    pub(crate) new_width: usize,
+    pub(crate) new_height: usize,
+    pub(crate) premultiplied: bool,
+}
+
+impl Resize {
+    /// Resize `src` into `out` (`new_height * new_width * channels` bytes).
+    ///
+    /// # Errors
+    /// [`AllocFailed`] when a band's working memory cannot be had.
+    ///
+    /// # Panics
+    /// As [`resize_bicubic_strided`], when `out` has the wrong length, or when
+    /// `premultiplied` is asked for pixels whose stride is not their channel
+    /// count of 2 or 4 (the pipeline validates all of these before calling).
+    pub(crate) fn run_into(
+        &self,
+        src: &[u8],
+        compat: PillowCompat,
+        run: Execution,
+        out: &mut [u8],
+    ) -> Result<(), AllocFailed> {
+        let &Self {
+            width: w,
+            height: h,
+            pixel_stride,
+            channels,
+            new_width: nw,
+            new_height: nh,
+            premultiplied: pre,
+        } = self;
+        assert!(w > 0 && h > 0 && nw > 0 && nh > 0);
+        assert_eq!(src.len(), w * h * pixel_stride);
+        assert_eq!(out.len(), nw * nh * channels);
+        assert!(!pre || (pixel_stride == channels && channels % 2 == 0));
+        assert!(
+            run.path.is_supported(),
+            "{} is not supported by this CPU",
+            run.path.name()
+        );
+        match (pixel_stride, channels) {
+            (1, 1) => resize_c::<1, 1>(src, w, h, nw, nh, pre, compat, run, out),
+            (2, 2) => resize_c::<2, 2>(src, w, h, nw, nh, pre, compat, run, out),
+            (2, 1) => resize_c::<2, 1>(src, w, h, nw, nh, pre, compat, run, out),
+            (3, 3) => resize_c::<3, 3>(src, w, h, nw, nh, pre, compat, run, out),
+            (4, 4) => resize_c::<4, 4>(src, w, h, nw, nh, pre, compat, run, out),
+            (4, 3) => resize_c::<4, 3>(src, w, h, nw, nh, pre, compat, run, out),
+            _ => panic!("channels must be 1..=4 with a stride of channels (or 4 for 3, 2 for 1), got {channels} channels, stride {pixel_stride}"),
+        }
     }
 }
 
@@ -198,6 +272,18 @@ pub fn resize_bicubic_strided(
 mod tests {
     use super::*;
     use crate::test_util::noise;
+
+    const SCALAR: Execution = Execution {
+        path: SimdPath::Scalar,
+        parallel: false,
+    };
+
+    fn supported_paths() -> Vec<SimdPath> {
+        SimdPath::ALL
+            .into_iter()
+            .filter(|p| p.is_supported())
+            .collect()
+    }
 
     #[test]
     fn constant_image_stays_constant() {
@@ -208,10 +294,7 @@ mod tests {
 
     #[test]
     fn every_simd_path_gives_the_scalar_bytes() {
-        let paths: Vec<SimdPath> = SimdPath::ALL
-            .into_iter()
-            .filter(|p| p.is_supported())
-            .collect();
+        let paths = supported_paths();
         let cases = [
             (1, 37, 29, 11, 7),
             (3, 300, 200, 151, 99),
@@ -224,10 +307,7 @@ mod tests {
         for (seed, &(c, w, h, nw, nh)) in cases.iter().enumerate() {
             let src = noise(w * h * c, seed as u64 + 1);
             for compat in [PillowCompat::V12, PillowCompat::V13] {
-                let scalar = Execution {
-                    path: SimdPath::Scalar,
-                    parallel: false,
-                };
+                let scalar = SCALAR;
                 let want = resize_bicubic_with(&src, w, h, c, nw, nh, compat, scalar);
                 for &path in &paths {
                     for parallel in [false, true] {
@@ -242,10 +322,7 @@ mod tests {
 
     #[test]
     fn rgb_in_four_byte_pixels_gives_the_packed_rgb_bytes() {
-        let paths: Vec<SimdPath> = SimdPath::ALL
-            .into_iter()
-            .filter(|p| p.is_supported())
-            .collect();
+        let paths = supported_paths();
         // Both passes (both orders), one axis only, an up-scale, no resize,
         // widths that end inside and on the 16-byte transpose blocks.
         let cases = [
@@ -266,16 +343,71 @@ mod tests {
                 .copied()
                 .collect();
             for compat in [PillowCompat::V12, PillowCompat::V13] {
-                let scalar = Execution {
-                    path: SimdPath::Scalar,
-                    parallel: false,
-                };
+                let scalar = SCALAR;
                 let want = resize_bicubic_with(&rgb, w, h, 3, nw, nh, compat, scalar);
                 for &path in &paths {
                     for parallel in [false, true] {
                         let run = Execution { path, parallel };
                         let got = resize_bicubic_strided(&rgbx, w, h, 4, 3, nw, nh, compat, run);
                         assert_eq!(got, want, "{run:?} {w}x{h}->{nw}x{nh} {compat:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn premultiplied_and_alpha_skipping_resizes_match_the_copies_they_replace() {
+        let paths = supported_paths();
+        // Both pass orders, one axis alone, wide rows (shortened bands).
+        let cases = [
+            (300, 200, 151, 99),
+            (123, 457, 61, 228),
+            (3000, 40, 1000, 40),
+            (40, 90, 40, 20),
+        ];
+        for (seed, &(w, h, nw, nh)) in cases.iter().enumerate() {
+            for c in [2usize, 4] {
+                let src = noise(w * h * c, seed as u64 + 31);
+                for compat in [PillowCompat::V12, PillowCompat::V13] {
+                    let scalar = SCALAR;
+                    // RGBA -> RGBa, resize, RGBa -> RGBA, on a copy.
+                    let mut pre = src.clone();
+                    crate::composite::premultiply(&mut pre, c);
+                    let mut want = resize_bicubic_with(&pre, w, h, c, nw, nh, compat, scalar);
+                    crate::composite::unpremultiply(&mut want, c);
+                    // convert("RGB") / convert("L"), then resize.
+                    let colour: Vec<u8> = src
+                        .chunks_exact(c)
+                        .flat_map(|px| &px[..c - 1])
+                        .copied()
+                        .collect();
+                    let want_colour =
+                        resize_bicubic_with(&colour, w, h, c - 1, nw, nh, compat, scalar);
+                    for &path in &paths {
+                        for parallel in [false, true] {
+                            let run = Execution { path, parallel };
+                            let mut resize = Resize {
+                                width: w,
+                                height: h,
+                                pixel_stride: c,
+                                channels: c,
+                                new_width: nw,
+                                new_height: nh,
+                                premultiplied: true,
+                            };
+                            let mut got = vec![0u8; nw * nh * c];
+                            resize.run_into(&src, compat, run, &mut got).unwrap();
+                            assert!(got == want, "{run:?} {c}x{w}x{h}->{nw}x{nh} {compat:?}");
+                            resize.premultiplied = false;
+                            resize.channels = c - 1;
+                            let mut got = vec![0u8; nw * nh * (c - 1)];
+                            resize.run_into(&src, compat, run, &mut got).unwrap();
+                            assert!(
+                                got == want_colour,
+                                "{run:?} colour of {c}x{w}x{h}->{nw}x{nh}"
+                            );
+                        }
                     }
                 }
             }

@@ -6,14 +6,20 @@
 use super::coefficients::Coefficients;
 use super::transpose::{columns_to_rows, rows_to_columns, ROWS};
 use super::{vertical_first, weighted_sum};
-use crate::buffers::zeroed_bytes;
+use std::sync::{Mutex, PoisonError};
+
+use crate::buffers::AllocFailed;
+use crate::composite::{muldiv255, premultiply, unpremultiply};
 use crate::config::PillowCompat;
 use crate::par::for_each_chunk;
 use crate::simd::Execution;
 
-/// Horizontal pass over rows `[row0, row0 + rows)` of `src` (`width` px of
-/// `S` bytes, whose first `C` are the channels) into `out`, which holds `rows`
-/// output rows of packed `C`-byte pixels.
+/// Horizontal pass over the first `rows` rows of `src` (`width` px of `S`
+/// bytes, whose first `C` are the channels) into `out`, which holds `rows`
+/// output rows of packed `C`-byte pixels. With `premultiply`, the colour bytes
+/// of each transposed band are premultiplied by its alpha (the last channel,
+/// `S == C`) before they are summed, as Pillow resizes `RGBa` / `La`: the
+/// input is never copied for it.
 ///
 /// A band's transpose takes whole `S`-byte pixels, so the columns of pixel `x`
 /// are `columns[x * S * ROWS..]`, channel `c` at `+ c * ROWS`: the weighted sum
@@ -23,8 +29,8 @@ use crate::simd::Execution;
 fn horizontal_into<const S: usize, const C: usize>(
     src: &[u8],
     width: usize,
-    row0: usize,
     coeffs: &Coefficients,
+    premultiply: bool,
     run: Execution,
     out: &mut [u8],
 ) {
@@ -38,7 +44,7 @@ fn horizontal_into<const S: usize, const C: usize>(
         run.parallel,
         scratch,
         |(columns, out_columns), band, out_band| {
-            let y0 = row0 + band * ROWS;
+            let y0 = band * ROWS;
             let rows = out_band.len() / out_row_len;
             // Rows past the image end (last band) repeat its first row; their
             // outputs are not written.
@@ -47,6 +53,9 @@ fn horizontal_into<const S: usize, const C: usize>(
                 &src[y * in_row_len..(y + 1) * in_row_len]
             });
             rows_to_columns(&inputs, in_row_len, columns);
+            if premultiply {
+                premultiply_columns::<S>(columns);
+            }
             for (xx, column) in out_columns.chunks_exact_mut(C * ROWS).enumerate() {
                 let (start, k) = coeffs.taps(xx);
                 weighted_sum(columns, S * ROWS, start, k, column, run.path);
@@ -55,6 +64,19 @@ fn horizontal_into<const S: usize, const C: usize>(
             columns_to_rows(out_columns, out_row_len, &mut outputs);
         },
     );
+}
+
+/// [`premultiply`] of a transposed band: pixel `x`'s channel `c` is the
+/// `ROWS` bytes at `(x * S + c) * ROWS`, its alpha the last `ROWS` of them.
+fn premultiply_columns<const S: usize>(columns: &mut [u8]) {
+    for pixel in columns.chunks_exact_mut(S * ROWS) {
+        let (colour, alpha) = pixel.split_at_mut((S - 1) * ROWS);
+        for channel in colour.chunks_exact_mut(ROWS) {
+            for (c, &a) in channel.iter_mut().zip(alpha.iter()) {
+                *c = muldiv255(*c, a);
+            }
+        }
+    }
 }
 
 /// Vertical pass into `out` (whole output rows of `row_len` bytes, the first
@@ -81,36 +103,23 @@ fn vertical_into(
     );
 }
 
-/// Output rows per band of the two-pass resize: each band runs both passes on
-/// its own, so the intermediate image is never whole (a few hundred KB to a few
-/// MB per band instead of up to `width * height`).
+/// Output rows per band of the resize: each band runs its passes on its own,
+/// so the intermediate image is never whole (a few hundred KB to a few MB per
+/// band instead of up to `width * height`).
 const BAND_ROWS: usize = 64;
 
-/// The vertical pass alone from `S`-byte pixels to packed `C`-byte ones: each
-/// output row is summed at full stride into a scratch row, then packed (the
-/// pass is byte-agnostic; a pad byte is resampled and dropped).
-fn vertical_packed<const S: usize, const C: usize>(
-    src: &[u8],
-    width: usize,
-    coeffs: &Coefficients,
-    run: Execution,
-    out: &mut [u8],
-) {
-    if S == C {
-        vertical_into(src, width * S, coeffs, 0, 0, run, out);
-        return;
+/// Most bytes of input rows a band copies to premultiply them for a vertical
+/// pass that reads them first (the band is made shorter to stay under it).
+const PREMULTIPLIED_BAND_BYTES: usize = 4 << 20;
+
+/// `v` resized to `len` bytes (new ones zero), or [`AllocFailed`].
+fn grow(v: &mut Vec<u8>, len: usize) -> Result<(), AllocFailed> {
+    if len > v.len() {
+        v.try_reserve_exact(len - v.len())
+            .map_err(|_| AllocFailed { bytes: len })?;
     }
-    for_each_chunk(
-        out,
-        width * C,
-        run.parallel,
-        || vec![0u8; width * S],
-        |row: &mut Vec<u8>, yy, out_row| {
-            let (start, k) = coeffs.taps(yy);
-            weighted_sum(src, width * S, start, k, row, run.path);
-            pack::<S, C>(row, out_row);
-        },
-    );
+    v.resize(len, 0);
+    Ok(())
 }
 
 /// The first `C` bytes of every `S`-byte pixel of `src`, packed into `dst`.
@@ -120,97 +129,155 @@ fn pack<const S: usize, const C: usize>(src: &[u8], dst: &mut [u8]) {
     }
 }
 
-/// Both passes, band by band of `BAND_ROWS` output rows (bands in parallel when
-/// `run.parallel`; each band runs its passes on one thread). Horizontal first:
-/// a band resamples horizontally the input rows its vertical taps read (rows
-/// shared with the next band are resampled by both, with the same result).
-/// Vertical first: a band resamples vertically its own rows at full width, then
-/// horizontally. Pillow's integer passes give the same bytes however the rows
-/// are grouped. The input has `S`-byte pixels (`S > C`: pad bytes after the
-/// channels), the output packed `C`-byte ones; the vertical-first band keeps
-/// the `S`-byte pixels (the vertical pass is byte-agnostic) until the
-/// horizontal pass drops the pad.
-fn two_pass<const S: usize, const C: usize>(
+/// The resize of `src` (`S`-byte pixels whose first `C` are the channels,
+/// `width` px a row) into `out`, packed `C`-byte pixels: the horizontal pass
+/// with `ch`, the vertical with `cv` (an axis without coefficients keeps its
+/// size), band by band of output rows (bands in parallel when `run.parallel`;
+/// each band runs its passes on one thread). With `premultiplied` (alpha
+/// last, `S == C`), the pixels are premultiplied where a pass first reads
+/// them and unpremultiplied in each finished band, as Pillow's `Image.resize`
+/// converts `RGBA -> RGBa -> RGBA` around its resize.
+///
+/// Horizontal first: a band resamples horizontally the input rows its
+/// vertical taps read (rows shared with the next band are resampled by both,
+/// with the same result). Vertical first: a band resamples vertically its own
+/// rows at full width (the vertical pass is byte-agnostic, so `S`-byte pixels
+/// are kept), then horizontally. Pillow's integer passes give the same bytes
+/// however the rows are grouped.
+///
+/// # Errors
+/// [`AllocFailed`] when a band's working memory cannot be had (then `out` is
+/// partly written).
+#[allow(clippy::too_many_arguments)]
+fn banded<const S: usize, const C: usize>(
     src: &[u8],
     width: usize,
-    ch: &Coefficients,
-    cv: &Coefficients,
+    ch: Option<&Coefficients>,
+    cv: Option<&Coefficients>,
     vertical_first: bool,
+    premultiplied: bool,
     run: Execution,
-) -> Vec<u8> {
-    let (new_w, new_h) = (ch.bounds.len(), cv.bounds.len());
-    let out_row_len = new_w * C;
-    let mut out = zeroed_bytes(new_h * out_row_len);
+    out: &mut [u8],
+) -> Result<(), AllocFailed> {
+    let new_w = ch.map_or(width, |c| c.bounds.len());
+    let (in_row_len, out_row_len) = (width * S, new_w * C);
+    // The vertical pass reads the input rows itself (not a horizontal result).
+    let vertical_reads_input = cv.is_some() && (ch.is_none() || vertical_first);
+    let copy_premultiplied = premultiplied && vertical_reads_input;
+    let band_rows = match cv {
+        Some(cv) if copy_premultiplied => {
+            let in_rows_per_out = src.len() / in_row_len / cv.bounds.len() + 1;
+            (PREMULTIPLIED_BAND_BYTES / (in_row_len * in_rows_per_out)).clamp(1, BAND_ROWS)
+        }
+        _ => BAND_ROWS,
+    };
     let serial = Execution {
         parallel: false,
         ..run
     };
+    let failed: Mutex<Option<AllocFailed>> = Mutex::new(None);
     for_each_chunk(
-        &mut out,
-        out_row_len * BAND_ROWS,
+        out,
+        out_row_len * band_rows,
         run.parallel,
-        Vec::new,
-        |tmp: &mut Vec<u8>, band, out_band| {
-            let yy0 = band * BAND_ROWS;
+        || (Vec::new(), Vec::new()),
+        |(copy, tmp): &mut (Vec<u8>, Vec<u8>), band, out_band| {
+            let yy0 = band * band_rows;
             let rows = out_band.len() / out_row_len;
-            if vertical_first {
-                tmp.resize(rows * width * S, 0);
-                vertical_into(src, width * S, cv, 0, yy0, serial, tmp);
-                horizontal_into::<S, C>(tmp, width, 0, ch, serial, out_band);
-            } else {
-                let taps = cv.bounds[yy0..yy0 + rows].iter();
-                let first = taps.clone().map(|&(start, _)| start).min().unwrap_or(0);
-                let end = taps.map(|&(start, n)| start + n).max().unwrap_or(first);
-                tmp.resize((end - first) * out_row_len, 0);
-                horizontal_into::<S, C>(src, width, first, ch, serial, tmp);
-                vertical_into(tmp, out_row_len, cv, first, yy0, serial, out_band);
+            // The input rows this band reads: its vertical taps, or its own rows.
+            let (first, end) = match cv {
+                Some(cv) => {
+                    let taps = cv.bounds[yy0..yy0 + rows].iter();
+                    let first = taps.clone().map(|&(start, _)| start).min().unwrap_or(0);
+                    let end = taps.map(|&(start, n)| start + n).max().unwrap_or(first);
+                    (first, end)
+                }
+                None => (yy0, yy0 + rows),
+            };
+            let rows_read = &src[first * in_row_len..end * in_row_len];
+            let mut step = || -> Result<(), AllocFailed> {
+                let input: &[u8] = if copy_premultiplied {
+                    grow(copy, rows_read.len())?;
+                    copy.copy_from_slice(rows_read);
+                    premultiply(copy, S);
+                    copy
+                } else {
+                    rows_read
+                };
+                let premultiply_h = premultiplied && !copy_premultiplied;
+                match (ch, cv) {
+                    (Some(ch), Some(cv)) if vertical_first => {
+                        grow(tmp, rows * in_row_len)?;
+                        vertical_into(input, in_row_len, cv, first, yy0, serial, tmp);
+                        horizontal_into::<S, C>(tmp, width, ch, false, serial, out_band);
+                    }
+                    (Some(ch), Some(cv)) => {
+                        grow(tmp, (end - first) * out_row_len)?;
+                        horizontal_into::<S, C>(input, width, ch, premultiply_h, serial, tmp);
+                        vertical_into(tmp, out_row_len, cv, first, yy0, serial, out_band);
+                    }
+                    (Some(ch), None) => {
+                        horizontal_into::<S, C>(input, width, ch, premultiply_h, serial, out_band);
+                    }
+                    (None, Some(cv)) if S == C => {
+                        vertical_into(input, in_row_len, cv, first, yy0, serial, out_band);
+                    }
+                    (None, Some(cv)) => {
+                        grow(tmp, rows * in_row_len)?;
+                        vertical_into(input, in_row_len, cv, first, yy0, serial, tmp);
+                        pack::<S, C>(tmp, out_band);
+                    }
+                    (None, None) => pack::<S, C>(input, out_band),
+                }
+                if premultiplied {
+                    unpremultiply(out_band, C);
+                }
+                Ok(())
+            };
+            if let Err(e) = step() {
+                *failed.lock().unwrap_or_else(PoisonError::into_inner) = Some(e);
             }
         },
     );
-    out
+    match failed.into_inner().unwrap_or_else(PoisonError::into_inner) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
 }
 
 /// The resize of `src` (`S`-byte pixels whose first `C` bytes are the
-/// channels) into packed `C`-byte pixels; see [`super::resize_bicubic_strided`].
+/// channels) into `out`, packed `C`-byte pixels; see
+/// [`super::resize_bicubic_strided`]. An axis whose size is unchanged is not
+/// resampled; with both unchanged, the pixels are copied (packed) and not
+/// premultiplied, as `Image.resize` returns a copy at the same size.
+///
+/// # Errors
+/// [`AllocFailed`] when a band's working memory cannot be had.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn resize_c<const S: usize, const C: usize>(
     src: &[u8],
     width: usize,
     height: usize,
     new_width: usize,
     new_height: usize,
+    premultiplied: bool,
     compat: PillowCompat,
     run: Execution,
-) -> Vec<u8> {
-    let need_h = new_width != width;
-    let need_v = new_height != height;
-    match (need_h, need_v) {
-        (false, false) if S == C => src.to_vec(),
-        (false, false) => {
-            let mut out = zeroed_bytes(height * width * C);
-            pack::<S, C>(src, &mut out);
-            out
-        }
-        (true, false) => {
-            let ch = Coefficients::new(width, new_width);
-            let mut out = zeroed_bytes(height * new_width * C);
-            horizontal_into::<S, C>(src, width, 0, &ch, run, &mut out);
-            out
-        }
-        (false, true) => {
-            let cv = Coefficients::new(height, new_height);
-            let mut out = zeroed_bytes(new_height * width * C);
-            vertical_packed::<S, C>(src, width, &cv, run, &mut out);
-            out
-        }
-        (true, true) => two_pass::<S, C>(
-            src,
-            width,
-            &Coefficients::new(width, new_width),
-            &Coefficients::new(height, new_height),
-            vertical_first(compat, width, height, new_width, new_height),
-            run,
-        ),
-    }
+    out: &mut [u8],
+) -> Result<(), AllocFailed> {
+    let ch = (new_width != width).then(|| Coefficients::new(width, new_width));
+    let cv = (new_height != height).then(|| Coefficients::new(height, new_height));
+    let premultiplied = premultiplied && (ch.is_some() || cv.is_some());
+    banded::<S, C>(
+        src,
+        width,
+        ch.as_ref(),
+        cv.as_ref(),
+        vertical_first(compat, width, height, new_width, new_height),
+        premultiplied,
+        run,
+        out,
+    )
 }
 
 #[cfg(test)]
@@ -219,62 +286,122 @@ mod tests {
     use crate::simd::SimdPath;
     use crate::test_util::noise;
 
+    /// The whole-image passes, in Pillow's order, without bands: what
+    /// [`banded`] must equal (premultiplied around them when asked).
+    #[allow(clippy::too_many_arguments)]
+    fn whole(
+        c: usize,
+        src: &[u8],
+        w: usize,
+        h: usize,
+        ch: Option<&Coefficients>,
+        cv: Option<&Coefficients>,
+        vertical_first: bool,
+        premultiplied: bool,
+    ) -> Vec<u8> {
+        let run = Execution {
+            path: SimdPath::Scalar,
+            parallel: false,
+        };
+        let mut image = src.to_vec();
+        if premultiplied {
+            premultiply(&mut image, c);
+        }
+        let (mut w, mut h) = (w, h);
+        let horizontal = |image: &[u8], w: usize, h: usize, ch: &Coefficients| {
+            let mut out = vec![0u8; h * ch.bounds.len() * c];
+            match c {
+                1 => horizontal_into::<1, 1>(image, w, ch, false, run, &mut out),
+                2 => horizontal_into::<2, 2>(image, w, ch, false, run, &mut out),
+                3 => horizontal_into::<3, 3>(image, w, ch, false, run, &mut out),
+                _ => horizontal_into::<4, 4>(image, w, ch, false, run, &mut out),
+            }
+            out
+        };
+        let vertical = |image: &[u8], w: usize, cv: &Coefficients| {
+            let mut out = vec![0u8; cv.bounds.len() * w * c];
+            vertical_into(image, w * c, cv, 0, 0, run, &mut out);
+            out
+        };
+        let mut passes: Vec<bool> = Vec::new(); // true: horizontal
+        if vertical_first {
+            passes.extend(cv.map(|_| false));
+            passes.extend(ch.map(|_| true));
+        } else {
+            passes.extend(ch.map(|_| true));
+            passes.extend(cv.map(|_| false));
+        }
+        for is_h in passes {
+            if is_h {
+                let ch = ch.unwrap();
+                image = horizontal(&image, w, h, ch);
+                w = ch.bounds.len();
+            } else {
+                let cv = cv.unwrap();
+                image = vertical(&image, w, cv);
+                h = cv.bounds.len();
+            }
+        }
+        if premultiplied {
+            unpremultiply(&mut image, c);
+        }
+        image
+    }
+
     #[test]
     fn banded_passes_equal_whole_image_passes() {
-        // Several bands of output rows, both pass orders, last band partial.
+        // Several bands of output rows, both pass orders, one axis alone, last
+        // band partial; with alpha, premultiplied (in the transposed band or in
+        // the copied rows, with bands shortened for wide rows).
         for (c, w, h, nw, nh) in [
             (3, 301, 700, 150, 333),
             (1, 90, 1000, 80, 140),
             (4, 200, 150, 60, 149),
+            (4, 3000, 900, 2990, 200),
+            (2, 130, 610, 129, 77),
+            (4, 77, 300, 77, 100),
+            (2, 300, 99, 101, 99),
         ] {
             let src = noise(w * h * c, (w + h) as u64);
             let (ch, cv) = (Coefficients::new(w, nw), Coefficients::new(h, nh));
-            let run = Execution {
-                path: SimdPath::Scalar,
-                parallel: false,
-            };
-            for vertical_first in [false, true] {
-                let want = if vertical_first {
-                    let mut tmp = vec![0u8; nh * w * c];
-                    vertical_into(&src, w * c, &cv, 0, 0, run, &mut tmp);
-                    let mut out = vec![0u8; nh * nw * c];
-                    horizontal_resize_whole(c, &tmp, w, &ch, run, &mut out);
-                    out
-                } else {
-                    let mut tmp = vec![0u8; h * nw * c];
-                    horizontal_resize_whole(c, &src, w, &ch, run, &mut tmp);
-                    let mut out = vec![0u8; nh * nw * c];
-                    vertical_into(&tmp, nw * c, &cv, 0, 0, run, &mut out);
-                    out
-                };
-                for parallel in [false, true] {
-                    let run = Execution { parallel, ..run };
-                    let got = match c {
-                        1 => two_pass::<1, 1>(&src, w, &ch, &cv, vertical_first, run),
-                        3 => two_pass::<3, 3>(&src, w, &ch, &cv, vertical_first, run),
-                        _ => two_pass::<4, 4>(&src, w, &ch, &cv, vertical_first, run),
-                    };
-                    assert_eq!(
-                        got, want,
-                        "{c}x{w}x{h}->{nw}x{nh} vertical first {vertical_first}"
-                    );
+            let axes = [(Some(&ch), Some(&cv)), (Some(&ch), None), (None, Some(&cv))];
+            for (ch, cv) in axes {
+                let new_w = ch.map_or(w, |c| c.bounds.len());
+                let new_h = cv.map_or(h, |c| c.bounds.len());
+                for vertical_first in [false, true] {
+                    for premultiplied in [false, c % 2 == 0] {
+                        let want = whole(c, &src, w, h, ch, cv, vertical_first, premultiplied);
+                        for parallel in [false, true] {
+                            let run = Execution {
+                                path: SimdPath::Scalar,
+                                parallel,
+                            };
+                            let mut got = vec![0u8; new_h * new_w * c];
+                            let f = match c {
+                                1 => banded::<1, 1>,
+                                2 => banded::<2, 2>,
+                                3 => banded::<3, 3>,
+                                _ => banded::<4, 4>,
+                            };
+                            f(
+                                &src,
+                                w,
+                                ch,
+                                cv,
+                                vertical_first,
+                                premultiplied,
+                                run,
+                                &mut got,
+                            )
+                            .unwrap();
+                            assert!(
+                                got == want,
+                                "{c}x{w}x{h}->{new_w}x{new_h} vertical first {vertical_first}, premultiplied {premultiplied}"
+                            );
+                        }
+                    }
                 }
             }
-        }
-    }
-
-    fn horizontal_resize_whole(
-        c: usize,
-        src: &[u8],
-        w: usize,
-        ch: &Coefficients,
-        run: Execution,
-        out: &mut [u8],
-    ) {
-        match c {
-            1 => horizontal_into::<1, 1>(src, w, 0, ch, run, out),
-            3 => horizontal_into::<3, 3>(src, w, 0, ch, run, out),
-            _ => horizontal_into::<4, 4>(src, w, 0, ch, run, out),
         }
     }
 }
