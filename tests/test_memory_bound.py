@@ -1,0 +1,247 @@
+"""Peak memory of hostile and large inputs, and allocation failures (issue #13, items 4 and 5).
+
+Item 4: for every accepted input, the growth of a child process's peak RSS over its RSS
+just before the call stays within three terms: the same input decoded by Pillow alone
+(measured the same way, in another child), plus the output's bytes, plus 64 MiB. Inputs
+that would cost more are refused from their headers (``max_decoded_bytes``).
+
+Item 5: under an address-space limit (``RLIMIT_AS``), a failed allocation in the core
+(the output, the decode buffer, the resize result) is an ``ImageError`` naming the image,
+never an abort.
+
+Each measurement runs in a fresh interpreter; the peak is reset just before the call
+(``/proc/self/clear_refs``), so Linux only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from helpers import needs_linux, png_chunk
+from PIL import Image
+
+pytestmark = needs_linux
+
+MIB = 2**20
+
+MEASURE = r"""
+import io, json, os, sys
+import numpy as np
+from PIL import Image
+import kimi_k3_rs
+
+mode, path, side = sys.argv[1], sys.argv[2], int(sys.argv[3])
+kwargs = json.loads(sys.argv[4])
+if path:
+    data = open(path, "rb").read()
+else:  # a side x side RGBA array with varied colour and alpha
+    data = np.empty((side, side, 4), np.uint8)
+    data[...] = (np.arange(side, dtype=np.uint32) % 251).astype(np.uint8)[:, None, None]
+    data[..., 3] = (np.arange(side, dtype=np.uint32) * 7 % 256).astype(np.uint8)[None, :]
+
+
+def status(key):
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith(key))
+
+
+with open("/proc/self/clear_refs", "w") as f:
+    f.write("5")  # the peak (VmHWM) restarts from the current RSS
+before = status("VmRSS:")
+out_bytes, outcome = 0, None
+try:
+    if mode == "pillow":
+        image = Image.open(io.BytesIO(data))
+        image.load()
+        outcome = [image.mode, list(image.size)]
+    else:
+        result = kimi_k3_rs.preprocess(data, kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG, **kwargs)
+        out_bytes = result["pixel_values"].nbytes
+        outcome = list(result["pixel_values"].shape)
+except Exception as exc:
+    outcome = f"{type(exc).__name__}: {exc}"
+print(json.dumps({"grown": status("VmHWM:") - before, "out": out_bytes, "outcome": outcome}))
+"""
+
+
+def _measure(mode: str, path: Path | None = None, side: int = 0, **kwargs: Any) -> dict[str, Any]:
+    env = {k: v for k, v in os.environ.items() if k != "KIMI_K3_RS_DECODE"}
+    proc = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", MEASURE, mode, str(path or ""), str(side), json.dumps(kwargs)],
+        capture_output=True, text=True, timeout=300, env=env, check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _rgba_png(path: Path, side: int) -> None:
+    """A side x side RGBA PNG of 7 distinct rows (colour and alpha vary along each row),
+    compressed row by row, so the test never holds the decoded image."""
+    x = np.arange(side, dtype=np.uint32)
+    rows = []
+    for k in range(7):
+        px = np.stack([(x * 3 + 40 * k) % 256, (x + 9 * k) % 256, np.full(side, 31 * k % 256), (x * 7 + 50 * k) % 256], 1)
+        rows.append(b"\x00" + px.astype(np.uint8).tobytes())
+    z = zlib.compressobj(1)
+    idat = b"".join(z.compress(rows[y % 7]) for y in range(side)) + z.flush()
+    ihdr = struct.pack(">IIBBBBB", side, side, 8, 6, 0, 0, 0)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", ihdr) + png_chunk(b"IDAT", idat) + png_chunk(b"IEND", b""))
+
+
+def _large_screen_gif(path: Path, width: int, height: int) -> None:
+    """A 35-byte GIF: a width x height logical screen holding one 1x1 frame."""
+    gif = b"GIF89a" + struct.pack("<HHBBB", width, height, 0, 0, 0)
+    gif += b"\x2c" + struct.pack("<HHHHB", 0, 0, 1, 1, 0x80) + b"\0\0\0\xff\xff\xff"
+    path.write_bytes(gif + b"\x02\x02\x44\x01\x00" + b"\x3b")
+
+
+def _large_canvas_webp(path: Path, width: int, height: int) -> None:
+    """A 144-byte animated WebP: a width x height canvas (VP8X) with two 1x1 frames."""
+    import io
+
+    one = io.BytesIO()
+    Image.new("RGBA", (1, 1), (10, 20, 30, 255)).save(one, "WEBP", lossless=True)
+    riff = one.getvalue()
+    start = riff.index(b"VP8L")
+    (n,) = struct.unpack("<I", riff[start + 4:start + 8])
+    vp8l = riff[start:start + 8 + n + (n & 1)]
+
+    def chunk(tag: bytes, body: bytes) -> bytes:
+        return tag + struct.pack("<I", len(body)) + body + b"\0" * (len(body) & 1)
+
+    def u24(v: int) -> bytes:
+        return struct.pack("<I", v)[:3]
+
+    vp8x = chunk(b"VP8X", bytes([0x12, 0, 0, 0]) + u24(width - 1) + u24(height - 1))
+    anim = chunk(b"ANIM", bytes(6))
+    frame = chunk(b"ANMF", u24(0) * 4 + u24(100) + b"\0" + vp8l)
+    body = b"WEBP" + vp8x + anim + frame + frame
+    path.write_bytes(b"RIFF" + struct.pack("<I", len(body)) + body)
+
+
+def _within_bound(name: str, ours: dict[str, Any], pillow_grown: int) -> None:
+    bound = pillow_grown + ours["out"] + 64 * MIB
+    print(f"\n[memory] {name}: ours +{ours['grown'] / MIB:.0f} MiB, Pillow alone +{pillow_grown / MIB:.0f} MiB, "
+          f"output {ours['out'] / MIB:.0f} MiB, bound {bound / MIB:.0f} MiB")
+    assert ours["grown"] <= bound, (name, ours, pillow_grown)
+
+
+def test_rgba_png_13000_costs_no_more_than_pillow_plus_output(tmp_path):
+    """A 13000x13000 RGBA PNG (16 MB here, 657 KB in the report) under K3: decoded
+    natively into the pipeline's buffer, resized premultiplied without a full-size
+    copy, composited in place. It cost Pillow + 1.3 GB on 0.1.0."""
+    path = tmp_path / "rgba.png"
+    _rgba_png(path, 13000)
+    pillow = _measure("pillow", path)
+    assert pillow["outcome"] == ["RGBA", [13000, 13000]]
+    ours = _measure("ours", path, max_image_pixels=None)
+    assert ours["outcome"] == [66564, 3, 14, 14], ours
+    _within_bound("13000x13000 RGBA PNG, K3", ours, pillow["grown"])
+
+
+def test_rgba_array_16000_makes_no_full_size_copy():
+    """A decoded 16000x16000 RGBA array (1 GiB) under K3: no Pillow term, so the call
+    may grow the peak by the output plus 64 MiB (the 52 MB resize result and the bands'
+    working memory). 0.1.0 made a premultiplied copy of the whole array (+1 GB)."""
+    ours = _measure("ours", None, 16000)
+    assert ours["outcome"] == [66564, 3, 14, 14], ours
+    _within_bound("16000x16000 RGBA array, K3", ours, 0)
+
+
+def test_gif_with_a_large_screen_costs_no_more_than_pillow_plus_output(tmp_path):
+    """A 35-byte GIF whose 9000x9000 screen holds one 1x1 frame (Pillow alone grows by
+    under 1 MB: the screen's pages are never written); 0.1.0 grew by 342 MB."""
+    path = tmp_path / "screen.gif"
+    _large_screen_gif(path, 9000, 9000)
+    pillow = _measure("pillow", path)
+    assert pillow["outcome"] == ["P", [9000, 9000]]
+    ours = _measure("ours", path)
+    assert ours["outcome"][1:] == [3, 14, 14], ours
+    _within_bound("9000x9000-screen GIF, K3", ours, pillow["grown"])
+
+
+def test_webp_with_a_large_canvas_is_refused_before_decoding(tmp_path):
+    """A 144-byte WebP with a 16000x11000 canvas: Pillow alone grows by 2.8 GB (four
+    canvases). With the pixel limit off, the default max_decoded_bytes (1 GiB) counts
+    the four canvases and refuses it from its header; it cost 3.0 GB on 0.1.0."""
+    path = tmp_path / "canvas.webp"
+    _large_canvas_webp(path, 16000, 11000)
+    assert len(path.read_bytes()) == 144
+    ours = _measure("ours", path, max_image_pixels=None)
+    assert ours["outcome"] == (
+        "ImageTooLargeError: image 0: image of 16000x11000 decodes to 2816000000 bytes, over "
+        "max_decoded_bytes=1073741824 (a decompression bomb?); pass a larger max_decoded_bytes, "
+        "or None, to decode it"
+    )
+    assert ours["grown"] < 16 * MIB, ours
+
+
+ALLOCATION = r"""
+import io, resource, sys
+import numpy as np
+from PIL import Image
+import kimi_k3_rs as k
+
+case = sys.argv[1]
+cfg = k.KIMI_K3_MEDIA_PROC_CFG
+if case == "decode":
+    buf = io.BytesIO()
+    Image.new("RGB", (8000, 8000), (90, 120, 200)).save(buf, "JPEG", quality=90)
+    image = buf.getvalue()
+    small = io.BytesIO()
+    Image.new("RGB", (64, 64)).save(small, "JPEG")
+    k.preprocess(small.getvalue(), cfg)  # loads the native decoder and runs its self-check
+else:
+    image = np.full((6000, 6000, 4), 128, np.uint8)
+    image[..., 3] = 77
+side = 8000 if case == "decode" else 6000
+n = int(k.count_image_tokens([(side, side)], cfg)[0]) * 4  # 2x2 patches a token
+out = None if case == "output" else np.empty((n, 3, 14, 14), np.float32)
+k.preprocess(np.zeros((28, 28, 3), np.uint8), cfg, num_threads=1)  # first-call set-up
+with open("/proc/self/status") as f:
+    size = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
+resource.setrlimit(resource.RLIMIT_AS, (size + 24 * 2**20, resource.RLIM_INFINITY))
+try:
+    k.preprocess(image, cfg, out=out, num_threads=1)
+    print("no error")
+except (MemoryError, k.ImageError) as exc:
+    print(f"{type(exc).__name__}: {exc}")
+resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+# The library keeps working once memory is back.
+print(k.preprocess(np.zeros((56, 56, 3), np.uint8), cfg)["grid_thws"].tolist())
+"""
+
+
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ("output", r"ImageError: cannot allocate pixel_values of shape \[\d+, 3, 14, 14\]: .*"),
+        ("resize", r"ImageError: image 0: cannot allocate 51494976 bytes of working memory: out of memory"),
+        ("decode", (r"ImageError: image 0: cannot allocate the decoded 8000x8000x3 image: out of memory "
+                    r"\(192000000 bytes\)")),
+    ],
+)
+def test_allocation_failure_under_an_address_space_limit_is_an_error_not_an_abort(case, message):
+    """Item 5: with RLIMIT_AS set 24 MiB above the process's size, the call's first
+    large allocation fails: the new output (154 MB), the resize result of a 6000x6000
+    RGBA array under K3 (51 MB, `out=` given), or the decode buffer of an 8000x8000
+    JPEG (192 MB). Each is an ImageError naming the image (0.1.0 aborted: SIGABRT), and
+    the next call works."""
+    import re
+
+    proc = subprocess.run(
+        [sys.executable, "-c", ALLOCATION, case], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert proc.returncode == 0, (proc.returncode, proc.stdout, proc.stderr[-2000:])
+    lines = proc.stdout.strip().splitlines()
+    assert re.fullmatch(message, lines[-2]), lines
+    assert lines[-1] == "[[1, 4, 4]]"
