@@ -103,13 +103,13 @@ _PRESETS = {
 def __getattr__(name: str) -> Any:
     """Serve the preset dicts as fresh copies, and ``KimiK3VisionProcessor`` (PEP 562).
 
-    ``KimiK3VisionProcessor`` is looked up once (:func:`kimi_k3_rs.hf._public_class`,
+    ``KimiK3VisionProcessor`` is looked up once (:func:`kimi_k3_rs.hf_public._public_class`,
     which imports transformers when it is installed), then kept as a module global.
     """
     if name in _PRESETS:
         return _PRESETS[name]()
     if name == "KimiK3VisionProcessor":
-        from .hf import _public_class
+        from .hf_public import _public_class
 
         cls = _public_class()
         globals()[name] = cls

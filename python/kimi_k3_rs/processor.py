@@ -202,7 +202,7 @@ def __getattr__(name: str) -> Any:
     """``KimiK3VisionProcessor``: the class ``kimi_k3_rs.KimiK3VisionProcessor`` is (the
     transformers subclass when transformers imports), looked up on first access."""
     if name == "KimiK3VisionProcessor":
-        from .hf import _public_class
+        from .hf_public import _public_class
 
         return _public_class()
     raise AttributeError(f"module 'kimi_k3_rs.processor' has no attribute {name!r}")
