@@ -795,14 +795,20 @@ fn check_out<T>(
         });
     }
     let written = out.values.as_ptr_range();
-    let written = written.start as usize..written.end as usize;
-    if let Some(index) = images.iter().position(|image| {
+    match overlapping_image(written.start as usize..written.end as usize, images) {
+        Some(index) => Err(KimiError::OutOverlap { index }),
+        None => Ok(()),
+    }
+}
+
+/// The first image whose bytes overlap the address range `written` (an
+/// output's bytes), as `numpy.may_share_memory` bounds them.
+#[must_use]
+pub fn overlapping_image(written: std::ops::Range<usize>, images: &[ImageView<'_>]) -> Option<usize> {
+    images.iter().position(|image| {
         let read = image.data.as_ptr_range();
         (read.start as usize) < written.end && written.start < read.end as usize
-    }) {
-        return Err(KimiError::OutOverlap { index });
-    }
-    Ok(())
+    })
 }
 
 /// A zero-filled buffer of `n` values ([`try_zeroed`]), or `KimiError::Allocation`.

@@ -335,6 +335,12 @@ def test_out_overlapping_an_input_through_another_base_is_refused():
     through_memoryview = np.frombuffer(memoryview(out).cast("B"), dtype=np.uint8)[-image.nbytes :].reshape(28, 28, 3)
     with pytest.raises(kimi_k3_rs.ImageError, match=r"^out overlaps image 0$"):
         kimi_k3_rs.preprocess([through_memoryview, image], cfg, out=out)
+    # A plain numpy view of the same `out` (numpy's base, so the borrow checker sees
+    # it) names the image too, not a busy buffer of "another call".
+    same_base = out.reshape(-1).view(np.uint8)[: image.nbytes].reshape(28, 28, 3)
+    with pytest.raises(kimi_k3_rs.ImageError, match=r"^out overlaps image 1$"):
+        kimi_k3_rs.preprocess([image, same_base], cfg, out=out)
+    assert (out == 7.0).all()
     separate = np.empty_like(out)  # adjacent or unrelated memory is fine
     got = kimi_k3_rs.preprocess([image, image], cfg, out=separate)
     assert got["pixel_values"] is separate

@@ -296,6 +296,17 @@ pub(crate) fn new_output<'py>(
     }
 }
 
+/// The first of `images` whose bytes overlap those of `out` (a numpy array;
+/// `None` for anything else, which [`borrow_out`] then refuses).
+pub(crate) fn out_overlap(out: &Bound<'_, PyAny>, images: &[ImageView<'_>]) -> PyResult<Option<usize>> {
+    let Ok(array) = out.cast::<PyUntypedArray>() else {
+        return Ok(None);
+    };
+    let start: usize = array.getattr("ctypes")?.getattr("data")?.extract()?;
+    let nbytes: usize = array.getattr("nbytes")?.extract()?;
+    Ok(crate::pipeline::overlapping_image(start..start.saturating_add(nbytes), images))
+}
+
 /// Borrow `out` for writing: a numpy array, native byte order, C-contiguous,
 /// aligned and writeable, of an element type `dtype` accepts.
 pub(crate) fn borrow_out<'py>(

@@ -313,7 +313,16 @@ fn preprocess<'py>(
     // an earlier call when one fits, so its pages are not faulted in again),
     // small ones from `numpy.empty`; the core then writes every value.
     let out = match out {
-        Some(out) => out,
+        Some(out) => {
+            // Before `out` is borrowed: a view of an input of this same call
+            // would fail the borrow as if another call held it.
+            if let Some(index) = borrow::out_overlap(&out, &views)? {
+                return Err(to_py_err(KimiError::OutOverlap {
+                    index: names.index(index),
+                }));
+            }
+            out
+        }
         None => borrow::new_output(py, plan.shape(), opts.dtype())?,
     };
     let run = |output: Output<'_>| py.detach(|| run_planned(&views, plan, cfg, opts, output));
