@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import io
 import os
+import struct
 import subprocess
 import sys
 
@@ -275,6 +276,27 @@ def test_scan_bombs_are_refused_on_both_paths(decode, monkeypatch):
     with pytest.raises(k.ImageError, match=r"^image 0: progressive JPEG has 501 or more scans, over the limit of 500"):
         k.preprocess(_scan_bomb(501), CONFIGS["k25"])
     assert k.preprocess(_scan_bomb(500), CONFIGS["k25"])["grid_thws"].shape == (1, 3)
+
+
+def _blp1(jpeg: bytes, width: int, height: int) -> bytes:
+    """A BLP1 file of JPEG compression whose first mipmap is ``jpeg`` (an empty JPEG
+    header: the mipmap is the whole stream)."""
+    offsets = struct.pack("<16I", 160, *[0] * 15)
+    lengths = struct.pack("<16I", len(jpeg), *[0] * 15)
+    head = b"BLP1" + struct.pack("<6I", 0, 0, width, height, 5, 0)  # JPEG, no alpha
+    return head + offsets + lengths + struct.pack("<I", 0) + jpeg
+
+
+@pytest.mark.timeout(60)
+def test_scan_bombs_inside_a_blp1_file_are_refused():
+    """Issue #13: Pillow decodes the JPEG of a BLP1 file with its JPEG plugin, so the
+    scan limit applies there too (a BLP1 around a 3000-scan JPEG took seconds)."""
+    good = _blp1(_scan_bomb(500), 64, 48)
+    assert Image.open(io.BytesIO(good)).format == "BLP"
+    want_pv, _ = reference_preprocess([Image.open(io.BytesIO(good))], CONFIGS["k25"])
+    assert k.preprocess(good, CONFIGS["k25"])["pixel_values"].tobytes() == want_pv.tobytes()
+    with pytest.raises(k.ImageError, match=r"^image 1: progressive JPEG has 501 or more scans, over the limit of 500"):
+        k.preprocess([good, _blp1(_scan_bomb(501), 64, 48)], CONFIGS["k25"])
 
 
 def test_threads_equal_serial_on_a_mixed_batch():

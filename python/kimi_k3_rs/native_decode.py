@@ -155,13 +155,14 @@ def _self_check() -> dict[str, tuple[bool, str]]:
     return paths
 
 
-#: The magic bytes of the formats with a native decoder (``decode.rs: Format::sniff``).
-_MAGIC = (b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n")
+#: The magic bytes of the formats the core reads: those with a native decoder
+#: (``decode.rs: Format::sniff``), and BLP1, whose JPEG stream it checks for the scan limit.
+_MAGIC = (b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n", b"BLP1")
 
 
 def _encoded_bytes(data: Any) -> bytes | None:
     """The encoded file of ``data`` as bytes when it is bytes-like, a data URL or a
-    path of a JPEG or PNG (read whole, as Pillow's ``load`` reads it); None for any
+    path of a JPEG, PNG or BLP1 (read whole, as Pillow's ``load`` reads it); None for any
     other input or format (a path of another format is read no further than its
     magic bytes)."""
     if not isinstance(data, (bytes, bytearray, memoryview, str, os.PathLike)):
@@ -185,7 +186,8 @@ def _route(
     else ``(data for Pillow, None)`` (a JPEG or PNG already read comes back as its
     bytes, so a path is read once).
 
-    Every JPEG is checked for its scan count here, whichever decoder runs it, and
+    Every JPEG (and the JPEG inside a BLP1 file) is checked for its scan count here,
+    whichever decoder runs it, and
     every JPEG and PNG for ``allowed_formats`` (an MPO, which only Pillow tells from a
     JPEG, goes to Pillow when MPO is not allowed, and is refused there).
     Nothing is native while ``ImageFile.LOAD_TRUNCATED_IMAGES`` is true (Pillow then

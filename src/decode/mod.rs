@@ -119,8 +119,40 @@ pub fn route(data: &[u8], exif_transpose: bool) -> Result<Option<Route>, KimiErr
     match Format::sniff(data) {
         Some(Format::Jpeg) => jpeg::route(data, exif_transpose).map(Some),
         Some(Format::Png) => png::route(data, exif_transpose).map(Some),
-        None => Ok(None),
+        None => {
+            // Pillow decodes the JPEG inside a BLP1 file with its JPEG plugin:
+            // the same scan limit applies to it.
+            if let Some(stream) = blp1_jpeg_stream(data) {
+                if let Err(e @ KimiError::TooManyScans { .. }) = jpeg::route(&stream, false) {
+                    return Err(e);
+                }
+            }
+            Ok(None)
+        }
     }
+}
+
+/// The JPEG stream that Pillow decodes for a BLP1 file of JPEG compression:
+/// the JPEG header stored after the mipmap tables, then the first mipmap's
+/// bytes (`PIL/BlpImagePlugin.py: BLP1Decoder._decode_jpeg_stream`, which
+/// reads from the header's end when the mipmap offset lies before it, and what
+/// is there of a truncated mipmap). `None` for any other file.
+fn blp1_jpeg_stream(data: &[u8]) -> Option<Vec<u8>> {
+    let u32_at = |at: usize| {
+        let bytes = data.get(at..at + 4)?;
+        Some(u32::from_le_bytes(<[u8; 4]>::try_from(bytes).ok()?) as usize)
+    };
+    // magic, compression (0: JPEG), alpha, width, height, encoding, subtype,
+    // then 16 mipmap offsets and 16 lengths, then the JPEG header's size.
+    if !data.starts_with(b"BLP1") || u32_at(4)? != 0 {
+        return None;
+    }
+    let (offset, length, header_len) = (u32_at(28)?, u32_at(92)?, u32_at(156)?);
+    let header_end = 160usize.checked_add(header_len)?;
+    let header = data.get(160..header_end)?;
+    let start = offset.max(header_end).min(data.len());
+    let end = start.saturating_add(length).min(data.len());
+    Some([header, &data[start..end]].concat())
 }
 
 /// Decode `data`, whose [`route`] was `Route::Native(header)`, into `out`
