@@ -804,7 +804,10 @@ fn check_out<T>(
 /// The first image whose bytes overlap the address range `written` (an
 /// output's bytes), as `numpy.may_share_memory` bounds them.
 #[must_use]
-pub fn overlapping_image(written: std::ops::Range<usize>, images: &[ImageView<'_>]) -> Option<usize> {
+pub fn overlapping_image(
+    written: std::ops::Range<usize>,
+    images: &[ImageView<'_>],
+) -> Option<usize> {
     images.iter().position(|image| {
         let read = image.data.as_ptr_range();
         (read.start as usize) < written.end && written.start < read.end as usize

@@ -137,6 +137,26 @@ def _resize_in_mode(image: Image.Image, new_size: tuple[int, int], options: _nat
     return out
 
 
+def _read_in_place(array: np.ndarray) -> bool:
+    """Whether the core reads ``array`` as it is: C-contiguous, or the RGB view
+    ``a[..., :3]`` of a C-contiguous uint8 ``HxWx4`` array ``a`` (RGBX / RGBA pixels,
+    whose colour bytes the core reads at a pixel stride of 4: ``borrow.rs:
+    rgb_of_four_byte_pixels``)."""
+    if array.flags.c_contiguous:
+        return True
+    base = array.base
+    return (
+        isinstance(base, np.ndarray)
+        and array.ndim == 3
+        and base.shape == (*array.shape[:2], 4)
+        and array.shape[2] == 3
+        and base.dtype == np.uint8
+        and base.flags.c_contiguous
+        and array.strides == (4 * array.shape[1], 4, 1)
+        and array.ctypes.data == base.ctypes.data
+    )
+
+
 def _pixels(
     image: Image.Image | np.ndarray, cfg: MediaProcConfig, options: _native.Options
 ) -> tuple[np.ndarray, tuple[int, int, int, int, int] | None]:
@@ -157,7 +177,7 @@ def _pixels(
     reads as it is), with the values ``np.asarray`` gives.
     """
     if isinstance(image, np.ndarray):  # the core checks dtype, shape and channels
-        return (image if image.flags.c_contiguous else np.ascontiguousarray(image)), None
+        return (image if _read_in_place(image) else np.ascontiguousarray(image)), None
     mode = image.mode
     if mode in _NATIVE_MODES and not (
         mode == "L" and cfg.transparent_bg_config is not None and "transparency" in image.info

@@ -86,9 +86,10 @@ def preprocess(
               reference.
             * numpy ``uint8`` array ``HxW``, ``HxWx1``, ``HxWx2``, ``HxWx3``, ``HxWx4``
               (read as L, L, LA, RGB, RGBA; always HWC; a numpy array is always one
-              image). A non-C-contiguous array is copied once
-              (``np.ascontiguousarray``); others, read-only ones included, are read in
-              place.
+              image). C-contiguous arrays, read-only ones included, are read in
+              place, and so is ``a[..., :3]`` of a C-contiguous ``HxWx4`` array ``a``
+              (RGBX / RGBA pixels); any other array is copied once
+              (``np.ascontiguousarray``).
             * torch ``uint8`` tensor (torch is never imported by this package), read
               as sglang's staging helpers do: 2-D is ``HW``; 3-D with a first
               dimension of 1, 3 or 4 is ``CHW``, any other 3-D is ``HWC``. ``CHW`` and

@@ -26,14 +26,13 @@
 
 use std::ffi::{c_char, c_void, CStr};
 
-use numpy::ndarray::{ArrayView2, ArrayView3, ShapeBuilder};
-use numpy::{IntoPyArray, PyArray2, PyArray3, PyArrayMethods, PyUntypedArray};
+use numpy::ndarray::{ArrayView2, ArrayView3};
+use numpy::{IntoPyArray, PyArray2, PyArray3, PyArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyCapsuleMethods, PyDict};
 
 use super::errors::to_py_err;
 use crate::error::KimiError;
-use crate::ImageView;
 
 /// `struct ArrowSchema` of the Arrow C data interface.
 #[repr(C)]
@@ -73,12 +72,8 @@ pub(crate) struct PillowExport {
     _capsules: (Py<PyAny>, Py<PyAny>),
     /// The first pixel byte (an address, so that the class is `Send`).
     data: usize,
-    /// `width * height * stride` bytes, all of Pillow's pixel memory.
+    /// `width * height` bytes (`L`) or 4 times that: all of Pillow's pixel memory.
     len: usize,
-    width: usize,
-    height: usize,
-    /// Bytes per pixel: 1 (`L`) or 4.
-    stride: usize,
 }
 
 impl PillowExport {
@@ -188,8 +183,9 @@ unsafe fn locate(
 /// 4-byte pixels, the pad byte skipped) and `RGBA` (`HxWx4`) a view of the
 /// image's own memory, kept alive by its base object (a `PillowExport`
 /// holding the capsules); for `LA` a packed `HxWx2` copy (Pillow stores L and A
-/// in bytes 0 and 3). [`view_of`] turns the `RGB` view back into a 4-byte-pixel
-/// [`ImageView`] for the core.
+/// in bytes 0 and 3). The `RGB` view is `v[..., :3]` of the `HxWx4` view `v`
+/// of the 4-byte pixels, which the core reads in place
+/// (`borrow.rs: rgb_of_four_byte_pixels`).
 ///
 /// # Errors
 /// What `__arrow_c_array__` raises (Pillow's `ValueError` for an image in
@@ -252,9 +248,6 @@ pub(crate) fn pil_pixels<'py>(
         _capsules: (schema.unbind(), array.unbind()),
         data: data as usize,
         len,
-        width,
-        height,
-        stride: if channels == 1 { 1 } else { 4 },
     };
     if channels == 2 {
         // L in byte 0, A in byte 3: packed, as np.asarray gives LA.
@@ -281,11 +274,6 @@ pub(crate) fn pil_pixels<'py>(
             let v = unsafe { ArrayView2::from_shape_ptr((height, width), ptr) };
             unsafe { PyArray2::borrow_from_array(&v, base.clone().into_any()) }.into_any()
         }
-        3 => {
-            let shape = (height, width, 3).strides((4 * width, 4, 1));
-            let v = unsafe { ArrayView3::from_shape_ptr(shape, ptr) };
-            unsafe { PyArray3::borrow_from_array(&v, base.clone().into_any()) }.into_any()
-        }
         _ => {
             let v = unsafe { ArrayView3::from_shape_ptr((height, width, 4), ptr) };
             unsafe { PyArray3::borrow_from_array(&v, base.clone().into_any()) }.into_any()
@@ -294,36 +282,14 @@ pub(crate) fn pil_pixels<'py>(
     let kwargs = PyDict::new(py);
     kwargs.set_item("write", false)?;
     view.call_method("setflags", (), Some(&kwargs))?;
-    Ok(view)
-}
-
-/// The core view of an `RGB` array made by [`pil_pixels`]: Pillow's 4-byte
-/// pixels in place ([`ImageView::with_stride`], stride 4), or `None` when
-/// `array` is not such a view (its base is not a `PillowExport`, or it is not
-/// that export's `HxWx3` view at strides `(4W, 4, 1)`).
-///
-/// # Errors
-/// As [`ImageView::with_stride`] (not for a view [`pil_pixels`] made).
-pub(crate) fn view_of<'a>(
-    array: &'a Bound<'_, PyUntypedArray>,
-) -> Option<Result<ImageView<'a>, KimiError>> {
-    use numpy::PyUntypedArrayMethods;
-    let base = array.getattr("base").ok()?;
-    let export = base.cast::<PillowExport>().ok()?.get();
-    let (w, h) = (export.width, export.height);
-    let strides = [4 * w, 4, 1].map(|s| isize::try_from(s).unwrap_or(-1));
-    // SAFETY: reading the array's data pointer (no access through it).
-    let data = unsafe { (*array.as_array_ptr()).data } as usize;
-    if export.stride != 4
-        || array.shape() != [h, w, 3]
-        || array.strides() != strides
-        || data != export.data
-    {
-        return None;
+    if channels == 3 {
+        // RGB: the colour bytes of the 4-byte pixels, which the core reads in
+        // place (`borrow.rs: rgb_of_four_byte_pixels`).
+        let colour = (
+            pyo3::types::PyEllipsis::get(py),
+            pyo3::types::PySlice::new(py, 0, 3, 1),
+        );
+        return view.get_item(colour);
     }
-    // SAFETY: `export` is borrowed from `base`, which `array` (borrowed for
-    // `'a`) keeps alive as its base object: the bytes outlive `'a`.
-    let bytes: &'a [u8] =
-        unsafe { std::slice::from_raw_parts(export.data as *const u8, export.len) };
-    Some(ImageView::with_stride(bytes, w, h, 3, 4))
+    Ok(view)
 }

@@ -111,9 +111,10 @@ pub(crate) fn hwc(shape: &[usize]) -> (usize, usize, usize) {
     }
 }
 
-/// The core view of borrowed array `k` (no copy); an `RGB` view of a PIL
-/// image's memory made by `_native.pil_pixels` (not C-contiguous: Pillow's
-/// 4-byte pixels) becomes a view of those 4-byte pixels.
+/// The core view of borrowed array `k` (no copy); the `RGB` view `a[..., :3]`
+/// of 4-byte pixels (not C-contiguous: Pillow's `RGB` memory from
+/// `_native.pil_pixels`, an `RGBX` / `RGBA` array) becomes a view of those
+/// 4-byte pixels ([`rgb_of_four_byte_pixels`]).
 fn array_view<'a>(
     k: usize,
     array: &'a PyReadonlyArrayDyn<'_, u8>,
@@ -121,14 +122,46 @@ fn array_view<'a>(
 ) -> PyResult<ImageView<'a>> {
     let (height, width, channels) = hwc(array.shape());
     let Ok(data) = array.as_slice() else {
-        // Pillow's RGB pixels in place (`_native.pil_pixels`), or an error.
-        return super::arrow::view_of(array.as_untyped())
+        return rgb_of_four_byte_pixels(array.as_untyped())
             .unwrap_or(Err(KimiError::NotContiguous {
                 what: "the array".to_owned(),
             }))
             .map_err(|e| names.error(k, e));
     };
     ImageView::new(data, width, height, channels).map_err(|e| names.error(k, e))
+}
+
+/// The core view of `array` when it is `a[..., :3]` of a C-contiguous uint8
+/// `HxWx4` array `a` (its base): the colour bytes of 4-byte pixels, read in
+/// place at a pixel stride of 4 ([`ImageView::with_stride`]); `None` for any
+/// other array.
+///
+/// # Errors
+/// As [`ImageView::with_stride`].
+fn rgb_of_four_byte_pixels<'a>(
+    array: &'a Bound<'_, PyUntypedArray>,
+) -> Option<Result<ImageView<'a>, KimiError>> {
+    let &[h, w, 3] = array.shape() else {
+        return None;
+    };
+    let base = array.getattr("base").ok()?;
+    let base = base.cast::<PyArrayDyn<u8>>().ok()?;
+    let strides = [4 * w, 4, 1].map(|s| isize::try_from(s).unwrap_or(-1));
+    // SAFETY (both): reading the arrays' data pointers (no access through them).
+    let data = unsafe { (*array.as_array_ptr()).data };
+    let base_data = unsafe { (*base.as_array_ptr()).data };
+    if base.shape() != [h, w, 4]
+        || !base.is_c_contiguous()
+        || array.strides() != strides
+        || data != base_data
+    {
+        return None;
+    }
+    // SAFETY: `base` is a C-contiguous array of `h * w * 4` bytes from `data`,
+    // kept alive (and its memory with it) by `array`, its view, which is
+    // borrowed for `'a`; the borrow of `array` covers the same memory.
+    let bytes: &'a [u8] = unsafe { std::slice::from_raw_parts(data.cast::<u8>(), h * w * 4) };
+    Some(ImageView::with_stride(bytes, w, h, 3, 4))
 }
 
 /// Core views of borrowed arrays (no copy).
@@ -298,13 +331,19 @@ pub(crate) fn new_output<'py>(
 
 /// The first of `images` whose bytes overlap those of `out` (a numpy array;
 /// `None` for anything else, which [`borrow_out`] then refuses).
-pub(crate) fn out_overlap(out: &Bound<'_, PyAny>, images: &[ImageView<'_>]) -> PyResult<Option<usize>> {
+pub(crate) fn out_overlap(
+    out: &Bound<'_, PyAny>,
+    images: &[ImageView<'_>],
+) -> PyResult<Option<usize>> {
     let Ok(array) = out.cast::<PyUntypedArray>() else {
         return Ok(None);
     };
     let start: usize = array.getattr("ctypes")?.getattr("data")?.extract()?;
     let nbytes: usize = array.getattr("nbytes")?.extract()?;
-    Ok(crate::pipeline::overlapping_image(start..start.saturating_add(nbytes), images))
+    Ok(crate::pipeline::overlapping_image(
+        start..start.saturating_add(nbytes),
+        images,
+    ))
 }
 
 /// Borrow `out` for writing: a numpy array, native byte order, C-contiguous,
