@@ -149,9 +149,11 @@ fn plan_chunk(
 /// first three bytes of a pixel and ignoring the fourth, as it ignores an
 /// alpha); alpha that is dropped is skipped the same way; an `RGBA` / `LA`
 /// resize premultiplies the pixels as its passes read them; the background is
-/// composited in place into the resize result. Only compositing before a
-/// resize writes a (3/4-size) copy of the input, the image that is resized.
-/// The resize result and that copy are this thread's [`Scratch`] buffers.
+/// composited in place into the resize result. Compositing writes a copy (of
+/// the colour channels only) where there is no resize result to composite
+/// into: before a resize (the copy is what is resized), or for an image that
+/// is not resized. The resize result and that copy are this thread's
+/// [`Scratch`] buffers.
 ///
 /// # Errors
 /// `KimiError::ScratchAllocation` when a working buffer cannot be allocated.
