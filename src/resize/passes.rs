@@ -6,20 +6,25 @@
 use super::coefficients::Coefficients;
 use super::transpose::{columns_to_rows, rows_to_columns, ROWS};
 use super::{vertical_first, weighted_sum};
+
 use std::sync::{Mutex, PoisonError};
 
 use crate::buffers::AllocFailed;
 use crate::composite::{muldiv255, premultiply, unpremultiply};
 use crate::config::PillowCompat;
 use crate::par::for_each_chunk;
-use crate::simd::Execution;
+use crate::simd::{Execution, SimdPath};
 
 /// Horizontal pass over the first `rows` rows of `src` (`width` px of `S`
 /// bytes, whose first `C` are the channels) into `out`, which holds `rows`
 /// output rows of packed `C`-byte pixels. With `premultiply`, the colour bytes
 /// of each transposed band are premultiplied by its alpha (the last channel,
 /// `S == C`) before they are summed, as Pillow resizes `RGBa` / `La`: the
-/// input is never copied for it.
+/// input is never copied for it. Runs on the calling thread (the resize's
+/// bands are its parallel unit), in `columns`.
+///
+/// # Errors
+/// [`AllocFailed`] when `columns` cannot grow to the band's size.
 ///
 /// A band's transpose takes whole `S`-byte pixels, so the columns of pixel `x`
 /// are `columns[x * S * ROWS..]`, channel `c` at `+ c * ROWS`: the weighted sum
@@ -31,39 +36,44 @@ fn horizontal_into<const S: usize, const C: usize>(
     width: usize,
     coeffs: &Coefficients,
     premultiply: bool,
-    run: Execution,
+    path: SimdPath,
+    columns: &mut Columns,
     out: &mut [u8],
-) {
+) -> Result<(), AllocFailed> {
     const { assert!(C >= 1 && C <= S) };
     let out_w = coeffs.bounds.len();
     let (in_row_len, out_row_len) = (width * S, out_w * C);
-    let scratch = || (vec![0u8; in_row_len * ROWS], vec![0u8; out_row_len * ROWS]);
-    for_each_chunk(
-        out,
-        out_row_len * ROWS,
-        run.parallel,
-        scratch,
-        |(columns, out_columns), band, out_band| {
-            let y0 = band * ROWS;
-            let rows = out_band.len() / out_row_len;
-            // Rows past the image end (last band) repeat its first row; their
-            // outputs are not written.
-            let inputs: [&[u8]; ROWS] = std::array::from_fn(|i| {
-                let y = y0 + if i < rows { i } else { 0 };
-                &src[y * in_row_len..(y + 1) * in_row_len]
-            });
-            rows_to_columns(&inputs, in_row_len, columns);
-            if premultiply {
-                premultiply_columns::<S>(columns);
-            }
-            for (xx, column) in out_columns.chunks_exact_mut(C * ROWS).enumerate() {
-                let (start, k) = coeffs.taps(xx);
-                weighted_sum(columns, S * ROWS, start, k, column, run.path);
-            }
-            let mut outputs: Vec<&mut [u8]> = out_band.chunks_exact_mut(out_row_len).collect();
-            columns_to_rows(out_columns, out_row_len, &mut outputs);
-        },
-    );
+    grow(&mut columns.input, in_row_len * ROWS)?;
+    grow(&mut columns.output, out_row_len * ROWS)?;
+    for (band, out_band) in out.chunks_mut(out_row_len * ROWS).enumerate() {
+        let y0 = band * ROWS;
+        let rows = out_band.len() / out_row_len;
+        // Rows past the image end (last band) repeat its first row; their
+        // outputs are not written.
+        let inputs: [&[u8]; ROWS] = std::array::from_fn(|i| {
+            let y = y0 + if i < rows { i } else { 0 };
+            &src[y * in_row_len..(y + 1) * in_row_len]
+        });
+        rows_to_columns(&inputs, in_row_len, &mut columns.input);
+        if premultiply {
+            premultiply_columns::<S>(&mut columns.input);
+        }
+        for (xx, column) in columns.output.chunks_exact_mut(C * ROWS).enumerate() {
+            let (start, k) = coeffs.taps(xx);
+            weighted_sum(&columns.input, S * ROWS, start, k, column, path);
+        }
+        let mut outputs: Vec<&mut [u8]> = out_band.chunks_exact_mut(out_row_len).collect();
+        columns_to_rows(&columns.output, out_row_len, &mut outputs);
+    }
+    Ok(())
+}
+
+/// The working memory of [`horizontal_into`]: `ROWS` transposed input rows and
+/// their resampled columns, grown (fallibly) as a band needs.
+#[derive(Debug, Default)]
+struct Columns {
+    input: Vec<u8>,
+    output: Vec<u8>,
 }
 
 /// [`premultiply`] of a transposed band: pixel `x`'s channel `c` is the
@@ -81,26 +91,21 @@ fn premultiply_columns<const S: usize>(columns: &mut [u8]) {
 
 /// Vertical pass into `out` (whole output rows of `row_len` bytes, the first
 /// being output row `yy0`): every output row is a weighted sum of whole input
-/// rows of `src`, whose row `i` is image row `i + row_offset`.
+/// rows of `src`, whose row `i` is image row `i + row_offset`. Runs on the
+/// calling thread.
 fn vertical_into(
     src: &[u8],
     row_len: usize,
     coeffs: &Coefficients,
     row_offset: usize,
     yy0: usize,
-    run: Execution,
+    path: SimdPath,
     out: &mut [u8],
 ) {
-    for_each_chunk(
-        out,
-        row_len,
-        run.parallel,
-        || (),
-        |(), yy, out_row| {
-            let (start, k) = coeffs.taps(yy0 + yy);
-            weighted_sum(src, row_len, start - row_offset, k, out_row, run.path);
-        },
-    );
+    for (yy, out_row) in out.chunks_mut(row_len).enumerate() {
+        let (start, k) = coeffs.taps(yy0 + yy);
+        weighted_sum(src, row_len, start - row_offset, k, out_row, path);
+    }
 }
 
 /// Output rows per band of the resize: each band runs its passes on its own,
@@ -171,17 +176,14 @@ fn banded<const S: usize, const C: usize>(
         }
         _ => BAND_ROWS,
     };
-    let serial = Execution {
-        parallel: false,
-        ..run
-    };
+    let path = run.path;
     let failed: Mutex<Option<AllocFailed>> = Mutex::new(None);
     for_each_chunk(
         out,
         out_row_len * band_rows,
         run.parallel,
-        || (Vec::new(), Vec::new()),
-        |(copy, tmp): &mut (Vec<u8>, Vec<u8>), band, out_band| {
+        || (Vec::new(), Vec::new(), Columns::default()),
+        |(copy, tmp, columns): &mut (Vec<u8>, Vec<u8>, Columns), band, out_band| {
             let yy0 = band * band_rows;
             let rows = out_band.len() / out_row_len;
             // The input rows this band reads: its vertical taps, or its own rows.
@@ -208,23 +210,39 @@ fn banded<const S: usize, const C: usize>(
                 match (ch, cv) {
                     (Some(ch), Some(cv)) if vertical_first => {
                         grow(tmp, rows * in_row_len)?;
-                        vertical_into(input, in_row_len, cv, first, yy0, serial, tmp);
-                        horizontal_into::<S, C>(tmp, width, ch, false, serial, out_band);
+                        vertical_into(input, in_row_len, cv, first, yy0, path, tmp);
+                        horizontal_into::<S, C>(tmp, width, ch, false, path, columns, out_band)?;
                     }
                     (Some(ch), Some(cv)) => {
                         grow(tmp, (end - first) * out_row_len)?;
-                        horizontal_into::<S, C>(input, width, ch, premultiply_h, serial, tmp);
-                        vertical_into(tmp, out_row_len, cv, first, yy0, serial, out_band);
+                        horizontal_into::<S, C>(
+                            input,
+                            width,
+                            ch,
+                            premultiply_h,
+                            path,
+                            columns,
+                            tmp,
+                        )?;
+                        vertical_into(tmp, out_row_len, cv, first, yy0, path, out_band);
                     }
                     (Some(ch), None) => {
-                        horizontal_into::<S, C>(input, width, ch, premultiply_h, serial, out_band);
+                        horizontal_into::<S, C>(
+                            input,
+                            width,
+                            ch,
+                            premultiply_h,
+                            path,
+                            columns,
+                            out_band,
+                        )?;
                     }
                     (None, Some(cv)) if S == C => {
-                        vertical_into(input, in_row_len, cv, first, yy0, serial, out_band);
+                        vertical_into(input, in_row_len, cv, first, yy0, path, out_band);
                     }
                     (None, Some(cv)) => {
                         grow(tmp, rows * in_row_len)?;
-                        vertical_into(input, in_row_len, cv, first, yy0, serial, tmp);
+                        vertical_into(input, in_row_len, cv, first, yy0, path, tmp);
                         pack::<S, C>(tmp, out_band);
                     }
                     (None, None) => pack::<S, C>(input, out_band),
@@ -283,7 +301,6 @@ pub(super) fn resize_c<const S: usize, const C: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::simd::SimdPath;
     use crate::test_util::noise;
 
     /// The whole-image passes, in Pillow's order, without bands: what
@@ -299,10 +316,6 @@ mod tests {
         vertical_first: bool,
         premultiplied: bool,
     ) -> Vec<u8> {
-        let run = Execution {
-            path: SimdPath::Scalar,
-            parallel: false,
-        };
         let mut image = src.to_vec();
         if premultiplied {
             premultiply(&mut image, c);
@@ -310,17 +323,28 @@ mod tests {
         let (mut w, mut h) = (w, h);
         let horizontal = |image: &[u8], w: usize, h: usize, ch: &Coefficients| {
             let mut out = vec![0u8; h * ch.bounds.len() * c];
-            match c {
-                1 => horizontal_into::<1, 1>(image, w, ch, false, run, &mut out),
-                2 => horizontal_into::<2, 2>(image, w, ch, false, run, &mut out),
-                3 => horizontal_into::<3, 3>(image, w, ch, false, run, &mut out),
-                _ => horizontal_into::<4, 4>(image, w, ch, false, run, &mut out),
-            }
+            let mut columns = Columns::default();
+            let f = match c {
+                1 => horizontal_into::<1, 1>,
+                2 => horizontal_into::<2, 2>,
+                3 => horizontal_into::<3, 3>,
+                _ => horizontal_into::<4, 4>,
+            };
+            f(
+                image,
+                w,
+                ch,
+                false,
+                SimdPath::Scalar,
+                &mut columns,
+                &mut out,
+            )
+            .unwrap();
             out
         };
         let vertical = |image: &[u8], w: usize, cv: &Coefficients| {
             let mut out = vec![0u8; cv.bounds.len() * w * c];
-            vertical_into(image, w * c, cv, 0, 0, run, &mut out);
+            vertical_into(image, w * c, cv, 0, 0, SimdPath::Scalar, &mut out);
             out
         };
         let mut passes: Vec<bool> = Vec::new(); // true: horizontal
