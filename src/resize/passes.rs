@@ -207,36 +207,22 @@ fn banded<const S: usize, const C: usize>(
                     rows_read
                 };
                 let premultiply_h = premultiplied && !copy_premultiplied;
+                let horizontal =
+                    |ch, src: &[u8], premultiply, columns: &mut Columns, out: &mut [u8]| {
+                        horizontal_into::<S, C>(src, width, ch, premultiply, path, columns, out)
+                    };
                 match (ch, cv) {
                     (Some(ch), Some(cv)) if vertical_first => {
                         grow(tmp, rows * in_row_len)?;
                         vertical_into(input, in_row_len, cv, first, yy0, path, tmp);
-                        horizontal_into::<S, C>(tmp, width, ch, false, path, columns, out_band)?;
+                        horizontal(ch, tmp, false, columns, out_band)?;
                     }
                     (Some(ch), Some(cv)) => {
                         grow(tmp, (end - first) * out_row_len)?;
-                        horizontal_into::<S, C>(
-                            input,
-                            width,
-                            ch,
-                            premultiply_h,
-                            path,
-                            columns,
-                            tmp,
-                        )?;
+                        horizontal(ch, input, premultiply_h, columns, tmp)?;
                         vertical_into(tmp, out_row_len, cv, first, yy0, path, out_band);
                     }
-                    (Some(ch), None) => {
-                        horizontal_into::<S, C>(
-                            input,
-                            width,
-                            ch,
-                            premultiply_h,
-                            path,
-                            columns,
-                            out_band,
-                        )?;
-                    }
+                    (Some(ch), None) => horizontal(ch, input, premultiply_h, columns, out_band)?,
                     (None, Some(cv)) if S == C => {
                         vertical_into(input, in_row_len, cv, first, yy0, path, out_band);
                     }
