@@ -301,6 +301,64 @@ def test_scan_bombs_inside_a_blp1_file_are_refused():
         k.preprocess([good, _blp1(_scan_bomb(501), 64, 48)], CONFIGS["k25"])
 
 
+def _large(mode: str, side: int) -> Image.Image:
+    """A side x side photo in ``mode`` (RGBA / LA with varied alpha), over one 16 MiB
+    block of Pillow's arena in Pillow's storage."""
+    image = _photo_rgb(side, side)
+    if mode in ("RGBA", "LA"):
+        alpha = Image.linear_gradient("L").resize((side, side)).rotate(30)
+        image = image.convert(mode[:-1]).copy()
+        image.putalpha(alpha)
+        return image
+    return image.convert(mode)
+
+
+@pytest.mark.parametrize(
+    ("mode", "fmt", "side"),
+    [("RGB", "TIFF", 2100), ("RGB", "BMP", 2100), ("RGB", "WEBP", 2100), ("RGB", "PPM", 2100),
+     ("RGBA", "TIFF", 2100), ("RGBA", "WEBP", 2100), ("L", "TIFF", 4200), ("L", "PPM", 4200),
+     ("LA", "TIFF", 2100), ("RGB", "JPEG", 2100), ("RGBA", "PNG", 2100)],
+)
+def test_pillow_decodes_large_images_into_the_pipelines_array(mode, fmt, side, monkeypatch):
+    """Issue #13 (4): an L / RGB / RGBA file Pillow decodes that is larger than one
+    Pillow block is decoded into a numpy array of Pillow's storage layout (Pillow's
+    decoder, its bytes), not copied after; bit-exact to the reference under K2.5, K3
+    and K3 before_resize. LA (and JPEG / PNG forced to Pillow) likewise through Pillow."""
+    from kimi_k3_rs import decoding
+
+    monkeypatch.setenv("KIMI_K3_RS_DECODE", "pillow")
+    native_decode._paths = None
+    data = encode(_large(mode, side), fmt, **({"lossless": True} if fmt == "WEBP" else {}))
+    assert Image.open(io.BytesIO(data)).mode == mode
+    taken = []
+    original = decoding._load_into_array
+    monkeypatch.setattr(decoding, "_load_into_array", lambda image: taken.append(original(image)) or taken[-1])
+    for config in CONFIGS.values():
+        want_pv, want_grid = reference_preprocess([Image.open(io.BytesIO(data))], config)
+        got = k.preprocess(data, config)
+        assert got["pixel_values"].tobytes() == want_pv.tobytes()
+        assert np.array_equal(got["grid_thws"], want_grid)
+    # Mapped for L / RGB / RGBA; LA stays with Pillow's own storage.
+    assert all((array is not None) == (mode != "LA") for array in taken), taken
+    assert len(taken) == len(CONFIGS)
+
+
+def test_a_tiff_pillow_turns_on_load_keeps_pillows_storage(monkeypatch):
+    """A TIFF whose orientation Pillow 13 applies while loading it gets storage of its
+    own: the array is not used, and the result is still the reference's."""
+    image = _large("RGB", 2100).crop((0, 0, 2100, 1900))
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    data = encode(image, "TIFF", exif=exif)
+    from PIL import ImageOps
+
+    for exif_transpose in (False, True):
+        opened = Image.open(io.BytesIO(data))
+        want_pv, _ = reference_preprocess([ImageOps.exif_transpose(opened) if exif_transpose else opened], CONFIGS["k25"])
+        got = k.preprocess(data, CONFIGS["k25"], exif_transpose=exif_transpose)
+        assert got["pixel_values"].tobytes() == want_pv.tobytes()
+
+
 def test_threads_equal_serial_on_a_mixed_batch():
     batch = list(FILES.values()) + list(PILLOW_FILES.values()) + [upscale(photo("camera.png"), 2)]
     serial = k.preprocess(batch, CONFIGS["k3"], num_threads=1)

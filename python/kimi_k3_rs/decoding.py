@@ -19,6 +19,7 @@ from typing import Any, BinaryIO, Union
 
 import numpy as np
 from PIL import Image
+from PIL import _imaging as _pillow_core  # what ``PIL.Image.core`` is
 
 from . import _ico, _native, errors
 from .errors import ImageError
@@ -192,7 +193,8 @@ def _loaded(
     max_decoded_bytes: int | None = None,
     allowed_formats: frozenset[str] | None = None,
 ) -> Iterator[Image.Image | np.ndarray]:
-    """Yield the image of ``data`` (a PIL image or a uint8 array); a file this function
+    """Yield the image of ``data`` (a PIL image or a uint8 array: a large L / RGB / RGBA
+    file is decoded into an array, :func:`_load_into_array`); a file this function
     opened is closed afterwards. Tensors become numpy views; EXIF is applied on request;
     encoded data of a format not in ``allowed_formats``, or over ``max_image_pixels`` or
     ``max_decoded_bytes``, is refused from its magic bytes and header."""
@@ -213,8 +215,46 @@ def _loaded(
     with _pixel_limit(None if is_ico else max_image_pixels), _open_encoded(source) as image:
         _check_opened_format(image, allowed_formats)
         _check_header(image.size, image.mode, max_image_pixels, max_decoded_bytes, image.format)
+        pixels = None if exif_transpose else _load_into_array(image)
+        if pixels is not None:
+            yield pixels
+            return
         _load(image)
         yield _apply_exif(image, exif_transpose)
+
+
+#: Per PIL mode: the mode of Pillow's storage that :func:`_load_into_array` maps onto
+#: a numpy array, and its bytes per pixel (``RGB`` is stored as ``RGBX``).
+_MAPPED_STORAGE = {"L": ("L", 1), "RGB": ("RGBX", 4), "RGBA": ("RGBA", 4)}
+
+
+def _load_into_array(image: Image.Image) -> np.ndarray | None:
+    """``image.load()`` into a new numpy array, for an image larger than one block of
+    Pillow's arena: ``np.asarray(image)``'s values (``RGB`` as the colour bytes of
+    Pillow's 4-byte pixels, which the core reads in place), with no copy of the
+    decoded image. None, the image left unloaded, for another mode, a ``transparency``
+    (which the mode steps read), or a smaller image (Pillow exports those in place).
+
+    The image's storage is set, before its load, to an image Pillow maps onto the
+    array (``Image.frombuffer``): ``ImageFile.load`` creates storage only where there
+    is none (``load_prepare``), so Pillow's own decoder writes its pixels, the same
+    bytes, into the array. A plugin that makes storage of its own (a TIFF turned on
+    load, a file mapped from disk) is seen after the load: None, the image then loaded.
+    """
+    original, (width, height) = image.mode, image.size
+    storage = _MAPPED_STORAGE.get(original)
+    if storage is None or "transparency" in image.info or image._im is not None:
+        return None
+    mode, depth = storage
+    if width * height * depth <= _pillow_core.get_block_size():
+        return None
+    array = np.empty((height, width, depth) if depth > 1 else (height, width), np.uint8)
+    mapped = Image.frombuffer(mode, image.size, array, "raw", mode, 0, 1).im
+    image.im = mapped
+    _load(image)
+    if image.im is not mapped or (image.mode, image.size) != (original, (width, height)):
+        return None
+    return array[..., :3] if original == "RGB" else array
 
 
 def _load(image: Image.Image) -> None:
