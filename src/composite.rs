@@ -43,32 +43,10 @@ pub fn composite_into(src: &[u8], width: usize, channels: usize, bg: &Background
     }
 }
 
-/// [`composite`] in place: the composited colour is written packed at the
-/// front of `pixels`, whose first `height * width * (channels - 1)` bytes it
-/// returns (each row is read before any of it is overwritten).
-///
-/// # Panics
-/// As [`composite`].
-pub fn composite_in_place<'a>(
-    pixels: &'a mut [u8],
-    width: usize,
-    channels: usize,
-    bg: &Background,
-) -> &'a mut [u8] {
-    let kernel = Compositor::new(width, channels, bg);
-    let (in_len, out_len) = (width * channels, width * kernel.color);
-    let rows = pixels.len() / in_len;
-    let mut row = vec![0u8; in_len];
-    for y in 0..rows {
-        row.copy_from_slice(&pixels[y * in_len..(y + 1) * in_len]);
-        kernel.row(y, &row, &mut pixels[y * out_len..(y + 1) * out_len]);
-    }
-    &mut pixels[..rows * out_len]
-}
-
 /// The per-row work of [`composite`]: the alpha tables and the (at most two
-/// distinct) background rows of one width.
-struct Compositor {
+/// distinct) background rows of one width. Also used by the resize, which
+/// composites each band of its result as it finishes it.
+pub(crate) struct Compositor {
     color: usize,
     square: usize,
     alpha: [f32; 256],
@@ -77,8 +55,12 @@ struct Compositor {
 }
 
 impl Compositor {
+    /// The compositor of rows `width` px wide of `channels` (2 or 4) bytes.
+    ///
+    /// # Panics
+    /// As [`composite`].
     #[allow(clippy::cast_possible_truncation)]
-    fn new(width: usize, channels: usize, bg: &Background) -> Self {
+    pub(crate) fn new(width: usize, channels: usize, bg: &Background) -> Self {
         assert!(channels == 2 || channels == 4);
         assert!(width > 0);
         // alpha = f32(A) / 255 and 1 - alpha, exactly as the reference computes
@@ -103,7 +85,7 @@ impl Compositor {
 
     /// Row `y` of the image (`row`, with alpha) composited into `out`.
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-    fn row(&self, y: usize, row: &[u8], out: &mut [u8]) {
+    pub(crate) fn row(&self, y: usize, row: &[u8], out: &mut [u8]) {
         let color = self.color;
         let back_row = &self.bg_rows[(y / self.square) % 2];
         for ((px, o), &back) in row
@@ -222,8 +204,6 @@ mod tests {
             let (w, h) = (16usize, 16usize);
             let src: Vec<u8> = (0..w * h * 4).map(|i| (i * 37 % 256) as u8).collect();
             let out = composite(&src, w, 4, &bg);
-            let mut in_place = src.clone();
-            assert_eq!(composite_in_place(&mut in_place, w, 4, &bg), &out[..]);
             for y in 0..h {
                 for x in 0..w {
                     let px = &src[(y * w + x) * 4..][..4];

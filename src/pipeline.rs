@@ -7,7 +7,7 @@
 //! as 8-bit `L` (1 channel), `LA` (2), `RGB` (3) or `RGBA` (4).
 
 use crate::buffers::{try_zeroed, Scratch, Zeroable};
-use crate::composite::{composite_in_place, composite_into};
+use crate::composite::composite_into;
 use crate::config::{FillStage, MediaProcConfig, PillowCompat};
 use crate::decode::{decode_into, Limits};
 use crate::error::KimiError;
@@ -148,12 +148,12 @@ fn plan_chunk(
 /// normalised straight from the 4-byte pixels, the normaliser reading the
 /// first three bytes of a pixel and ignoring the fourth, as it ignores an
 /// alpha); alpha that is dropped is skipped the same way; an `RGBA` / `LA`
-/// resize premultiplies the pixels as its passes read them; the background is
-/// composited in place into the resize result. Compositing writes a copy (of
-/// the colour channels only) where there is no resize result to composite
-/// into: before a resize (the copy is what is resized), or for an image that
-/// is not resized. The resize result and that copy are this thread's
-/// [`Scratch`] buffers.
+/// resize premultiplies the pixels as its passes read them, and composites
+/// each finished band of its result onto the background. Compositing writes a
+/// copy (of the colour channels only) where there is no resize to do it in:
+/// before a resize (the copy is what is resized), or for an image that is not
+/// resized. The resize result and that copy are this thread's [`Scratch`]
+/// buffers.
 ///
 /// # Errors
 /// `KimiError::ScratchAllocation` when a working buffer cannot be allocated.
@@ -194,9 +194,13 @@ fn run_image<T: OutputValue>(
         None if has_alpha && needs_resize && !after_resize => (image.data, ch, ch - 1),
         None => (image.data, image.pixel_stride, ch),
     };
+    // Compositing after the resize: each band of the resize result as it is
+    // finished (the result keeps the colour channels only).
+    let background_after = background.filter(|_| after_resize);
     let mut resized = None;
     if needs_resize {
-        let mut pixels = scratch(new_w * new_h * channels)?;
+        let kept = channels - usize::from(background_after.is_some());
+        let mut pixels = scratch(new_w * new_h * kept)?;
         let resize = Resize {
             width: w,
             height: h,
@@ -205,25 +209,22 @@ fn run_image<T: OutputValue>(
             new_width: new_w,
             new_height: new_h,
             premultiplied: after_resize && has_alpha,
+            background: background_after,
         };
         resize
             .run_into(src, compat, run, &mut pixels)
             .map_err(|e| KimiError::ScratchAllocation { bytes: e.bytes })?;
-        resized = Some(pixels);
+        resized = Some((pixels, kept));
     }
-    // Compositing after the resize: in place in the resize result.
     let mut copy = None;
-    let (pixels, stride, channels): (&[u8], usize, usize) = match (&background, &mut resized) {
-        (Some(bg), Some(pixels)) if after_resize => {
-            (&*composite_in_place(pixels, new_w, ch, bg), ch - 1, ch - 1)
-        }
-        (Some(bg), None) if after_resize => {
+    let (pixels, stride, channels): (&[u8], usize, usize) = match (&resized, &background_after) {
+        (Some((pixels, kept)), _) => (&pixels[..], *kept, *kept),
+        (None, Some(bg)) => {
             let copy = copy.insert(scratch(w * h * (ch - 1))?);
             composite_into(src, w, ch, bg, copy);
             (&copy[..], ch - 1, ch - 1)
         }
-        (_, Some(pixels)) => (&pixels[..], channels, channels),
-        (_, None) => (src, stride, channels),
+        (None, None) => (src, stride, channels),
     };
     // Any alpha (or pad byte) still present is dropped by reading only the
     // colour bytes: the normaliser takes `stride`-byte pixels.

@@ -168,7 +168,7 @@ def test_large_jpeg_on_the_pillow_path_costs_no_more_than_pillow_plus_output(tmp
 
 def test_rgba_array_16000_makes_no_full_size_copy():
     """A decoded 16000x16000 RGBA array (1 GiB) under K3: no Pillow term, so the call
-    may grow the peak by the output plus 64 MiB (the 52 MB resize result and the bands'
+    may grow the peak by the output plus 64 MiB (the 39 MB composited resize result and the bands'
     working memory). 0.1.0 made a premultiplied copy of the whole array (+1 GB)."""
     ours = _measure("ours", None, 16000)
     assert ours["outcome"] == [66564, 3, 14, 14], ours
@@ -243,7 +243,7 @@ print(k.preprocess(np.zeros((56, 56, 3), np.uint8), cfg)["grid_thws"].tolist())
     ("case", "message"),
     [
         ("output", r"ImageError: cannot allocate pixel_values of shape \[\d+, 3, 14, 14\]: .*"),
-        ("resize", r"ImageError: image 0: cannot allocate 51494976 bytes of working memory: out of memory"),
+        ("resize", r"ImageError: image 0: cannot allocate 38621232 bytes of working memory: out of memory"),
         ("decode", (r"ImageError: image 0: cannot allocate the decoded 8000x8000x3 image: out of memory "
                     r"\(192000000 bytes\)")),
     ],
@@ -251,7 +251,7 @@ print(k.preprocess(np.zeros((56, 56, 3), np.uint8), cfg)["grid_thws"].tolist())
 def test_allocation_failure_under_an_address_space_limit_is_an_error_not_an_abort(case, message):
     """Item 5: with RLIMIT_AS set 24 MiB above the process's size, the call's first
     large allocation fails: the new output (154 MB), the resize result of a 6000x6000
-    RGBA array under K3 (51 MB, `out=` given), or the decode buffer of an 8000x8000
+    RGBA array under K3 (39 MB, composited band by band; `out=` given), or the decode buffer of an 8000x8000
     JPEG (192 MB). Each is an ImageError naming the image (0.1.0 aborted: SIGABRT), and
     the next call works."""
     import re

@@ -30,7 +30,8 @@ mod sse41;
 pub use coefficients::{bicubic_filter, Coefficients};
 
 use crate::buffers::{try_zeroed, AllocFailed};
-use crate::config::PillowCompat;
+use crate::composite::Compositor;
+use crate::config::{Background, PillowCompat};
 use crate::simd::{Execution, SimdPath};
 use passes::resize_c;
 
@@ -197,6 +198,7 @@ pub fn resize_bicubic_strided(
         new_width,
         new_height,
         premultiplied: false,
+        background: None,
     };
     resize
         .run_into(src, compat, run, &mut out)
@@ -205,11 +207,13 @@ pub fn resize_bicubic_strided(
 }
 
 /// One resize of the pipeline: the input's size and layout (as for
-/// [`resize_bicubic_strided`]), the new size, and whether the image is an
+/// [`resize_bicubic_strided`]), the new size, whether the image is an
 /// `RGBA` / `LA` one resized premultiplied (`premultiplied`: Pillow's
 /// `Image.resize` converts it to `RGBa` / `La` and back around the resize;
 /// here each pass premultiplies the pixels it first reads, so the input is
-/// never copied whole).
+/// never copied whole), and the background such an image is composited onto
+/// after the resize (`background`: each band of the result as it is finished,
+/// so the result holds the colour channels only).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Resize {
     pub(crate) width: usize,
@@ -219,18 +223,21 @@ pub(crate) struct Resize {
     pub(crate) new_width: usize,
     pub(crate) new_height: usize,
     pub(crate) premultiplied: bool,
+    pub(crate) background: Option<Background>,
 }
 
 impl Resize {
-    /// Resize `src` into `out` (`new_height * new_width * channels` bytes).
+    /// Resize `src` into `out` (`new_height * new_width * channels` bytes, or
+    /// `channels - 1` a pixel with a `background`).
     ///
     /// # Errors
     /// [`AllocFailed`] when a band's working memory cannot be had.
     ///
     /// # Panics
     /// As [`resize_bicubic_strided`], when `out` has the wrong length, or when
-    /// `premultiplied` is asked for pixels whose stride is not their channel
-    /// count of 2 or 4 (the pipeline validates all of these before calling).
+    /// `premultiplied` or a `background` is asked for pixels whose stride is
+    /// not their channel count of 2 or 4 (the pipeline validates all of these
+    /// before calling).
     pub(crate) fn run_into(
         &self,
         src: &[u8],
@@ -246,23 +253,28 @@ impl Resize {
             new_width: nw,
             new_height: nh,
             premultiplied: pre,
+            background,
         } = self;
         assert!(w > 0 && h > 0 && nw > 0 && nh > 0);
         assert_eq!(src.len(), w * h * pixel_stride);
-        assert_eq!(out.len(), nw * nh * channels);
-        assert!(!pre || (pixel_stride == channels && channels % 2 == 0));
+        let alpha = pixel_stride == channels && channels % 2 == 0;
+        assert!(alpha || !(pre || background.is_some()));
+        let out_channels = channels - usize::from(background.is_some());
+        assert_eq!(out.len(), nw * nh * out_channels);
+        let compositor = background.map(|bg| Compositor::new(nw, channels, &bg));
+        let bg = compositor.as_ref();
         assert!(
             run.path.is_supported(),
             "{} is not supported by this CPU",
             run.path.name()
         );
         match (pixel_stride, channels) {
-            (1, 1) => resize_c::<1, 1>(src, w, h, nw, nh, pre, compat, run, out),
-            (2, 2) => resize_c::<2, 2>(src, w, h, nw, nh, pre, compat, run, out),
-            (2, 1) => resize_c::<2, 1>(src, w, h, nw, nh, pre, compat, run, out),
-            (3, 3) => resize_c::<3, 3>(src, w, h, nw, nh, pre, compat, run, out),
-            (4, 4) => resize_c::<4, 4>(src, w, h, nw, nh, pre, compat, run, out),
-            (4, 3) => resize_c::<4, 3>(src, w, h, nw, nh, pre, compat, run, out),
+            (1, 1) => resize_c::<1, 1>(src, w, h, nw, nh, pre, bg, compat, run, out),
+            (2, 2) => resize_c::<2, 2>(src, w, h, nw, nh, pre, bg, compat, run, out),
+            (2, 1) => resize_c::<2, 1>(src, w, h, nw, nh, pre, bg, compat, run, out),
+            (3, 3) => resize_c::<3, 3>(src, w, h, nw, nh, pre, bg, compat, run, out),
+            (4, 4) => resize_c::<4, 4>(src, w, h, nw, nh, pre, bg, compat, run, out),
+            (4, 3) => resize_c::<4, 3>(src, w, h, nw, nh, pre, bg, compat, run, out),
             _ => panic!("channels must be 1..=4 with a stride of channels (or 4 for 3, 2 for 1), got {channels} channels, stride {pixel_stride}"),
         }
     }
@@ -395,10 +407,25 @@ mod tests {
                                 new_width: nw,
                                 new_height: nh,
                                 premultiplied: true,
+                                background: None,
                             };
                             let mut got = vec![0u8; nw * nh * c];
                             resize.run_into(&src, compat, run, &mut got).unwrap();
                             assert!(got == want, "{run:?} {c}x{w}x{h}->{nw}x{nh} {compat:?}");
+                            // Composited band by band: the composite of the whole result.
+                            let bg = crate::config::Background {
+                                square_size: 7,
+                                ..crate::config::Background::kimi_k3()
+                            };
+                            resize.background = Some(bg);
+                            let mut got = vec![0u8; nw * nh * (c - 1)];
+                            resize.run_into(&src, compat, run, &mut got).unwrap();
+                            let want_composited = crate::composite::composite(&want, nw, c, &bg);
+                            assert!(
+                                got == want_composited,
+                                "{run:?} composited {c}x{w}x{h}->{nw}x{nh}"
+                            );
+                            resize.background = None;
                             resize.premultiplied = false;
                             resize.channels = c - 1;
                             let mut got = vec![0u8; nw * nh * (c - 1)];

@@ -10,7 +10,7 @@ use super::{vertical_first, weighted_sum};
 use std::sync::{Mutex, PoisonError};
 
 use crate::buffers::AllocFailed;
-use crate::composite::{muldiv255, premultiply, unpremultiply};
+use crate::composite::{muldiv255, premultiply, unpremultiply, Compositor};
 use crate::config::PillowCompat;
 use crate::par::for_each_chunk;
 use crate::simd::{Execution, SimdPath};
@@ -141,7 +141,10 @@ fn pack<const S: usize, const C: usize>(src: &[u8], dst: &mut [u8]) {
 /// each band runs its passes on one thread). With `premultiplied` (alpha
 /// last, `S == C`), the pixels are premultiplied where a pass first reads
 /// them and unpremultiplied in each finished band, as Pillow's `Image.resize`
-/// converts `RGBA -> RGBa -> RGBA` around its resize.
+/// converts `RGBA -> RGBa -> RGBA` around its resize. With `composite`, each
+/// finished band (alpha last) is composited onto the background into `out`,
+/// which then holds `C - 1` bytes a pixel (Kimi-K3's `fill_transparent_bg_with`
+/// after the resize, row by row as the reference computes it whole).
 ///
 /// Horizontal first: a band resamples horizontally the input rows its
 /// vertical taps read (rows shared with the next band are resampled by both,
@@ -161,11 +164,18 @@ fn banded<const S: usize, const C: usize>(
     cv: Option<&Coefficients>,
     vertical_first: bool,
     premultiplied: bool,
+    composite: Option<&Compositor>,
     run: Execution,
     out: &mut [u8],
 ) -> Result<(), AllocFailed> {
     let new_w = ch.map_or(width, |c| c.bounds.len());
     let (in_row_len, out_row_len) = (width * S, new_w * C);
+    // Bytes of a row of `out`: composited rows drop the alpha.
+    let final_row_len = if composite.is_some() {
+        new_w * (C - 1)
+    } else {
+        out_row_len
+    };
     // The vertical pass reads the input rows itself (not a horizontal result).
     let vertical_reads_input = cv.is_some() && (ch.is_none() || vertical_first);
     let copy_premultiplied = premultiplied && vertical_reads_input;
@@ -180,12 +190,14 @@ fn banded<const S: usize, const C: usize>(
     let failed: Mutex<Option<AllocFailed>> = Mutex::new(None);
     for_each_chunk(
         out,
-        out_row_len * band_rows,
+        final_row_len * band_rows,
         run.parallel,
-        || (Vec::new(), Vec::new(), Columns::default()),
-        |(copy, tmp, columns): &mut (Vec<u8>, Vec<u8>, Columns), band, out_band| {
+        || (Vec::new(), Vec::new(), Columns::default(), Vec::new()),
+        |(copy, tmp, columns, resized): &mut (Vec<u8>, Vec<u8>, Columns, Vec<u8>),
+         band,
+         final_band| {
             let yy0 = band * band_rows;
-            let rows = out_band.len() / out_row_len;
+            let rows = final_band.len() / final_row_len;
             // The input rows this band reads: its vertical taps, or its own rows.
             let (first, end) = match cv {
                 Some(cv) => {
@@ -197,7 +209,8 @@ fn banded<const S: usize, const C: usize>(
                 None => (yy0, yy0 + rows),
             };
             let rows_read = &src[first * in_row_len..end * in_row_len];
-            let mut step = || -> Result<(), AllocFailed> {
+            // The band's passes into `out_band` (its resized rows, `C` bytes a pixel).
+            let mut passes = |out_band: &mut [u8]| -> Result<(), AllocFailed> {
                 let input: &[u8] = if copy_premultiplied {
                     grow(copy, rows_read.len())?;
                     copy.copy_from_slice(rows_read);
@@ -238,6 +251,21 @@ fn banded<const S: usize, const C: usize>(
                 }
                 Ok(())
             };
+            let mut step = || -> Result<(), AllocFailed> {
+                let Some(compositor) = composite else {
+                    return passes(final_band);
+                };
+                grow(resized, rows * out_row_len)?;
+                passes(resized)?;
+                let rows = resized.chunks_exact(out_row_len);
+                for (r, (row, out_row)) in rows
+                    .zip(final_band.chunks_exact_mut(final_row_len))
+                    .enumerate()
+                {
+                    compositor.row(yy0 + r, row, out_row);
+                }
+                Ok(())
+            };
             if let Err(e) = step() {
                 *failed.lock().unwrap_or_else(PoisonError::into_inner) = Some(e);
             }
@@ -265,6 +293,7 @@ pub(super) fn resize_c<const S: usize, const C: usize>(
     new_width: usize,
     new_height: usize,
     premultiplied: bool,
+    composite: Option<&Compositor>,
     compat: PillowCompat,
     run: Execution,
     out: &mut [u8],
@@ -279,6 +308,7 @@ pub(super) fn resize_c<const S: usize, const C: usize>(
         cv.as_ref(),
         vertical_first(compat, width, height, new_width, new_height),
         premultiplied,
+        composite,
         run,
         out,
     )
@@ -400,6 +430,7 @@ mod tests {
                                 cv,
                                 vertical_first,
                                 premultiplied,
+                                None,
                                 run,
                                 &mut got,
                             )
