@@ -317,7 +317,8 @@ def _large(mode: str, side: int) -> Image.Image:
     ("mode", "fmt", "side"),
     [("RGB", "TIFF", 2100), ("RGB", "BMP", 2100), ("RGB", "WEBP", 2100), ("RGB", "PPM", 2100),
      ("RGBA", "TIFF", 2100), ("RGBA", "WEBP", 2100), ("L", "TIFF", 4200), ("L", "PPM", 4200),
-     ("LA", "TIFF", 2100), ("RGB", "JPEG", 2100), ("RGBA", "PNG", 2100)],
+     ("LA", "TIFF", 2100), ("RGB", "JPEG", 2100), ("RGBA", "PNG", 2100), ("RGB-key", "PNG", 2100),
+     ("L-key", "PNG", 4200)],
 )
 def test_pillow_decodes_large_images_into_the_pipelines_array(mode, fmt, side, monkeypatch):
     """Issue #13 (4): an L / RGB / RGBA file Pillow decodes that is larger than one
@@ -328,8 +329,11 @@ def test_pillow_decodes_large_images_into_the_pipelines_array(mode, fmt, side, m
 
     monkeypatch.setenv("KIMI_K3_RS_DECODE", "pillow")
     native_decode._paths = None
-    data = encode(_large(mode, side), fmt, **({"lossless": True} if fmt == "WEBP" else {}))
+    mode, _, key = mode.partition("-")  # "-key": a tRNS colour key, which L's mode steps read
+    options = {"lossless": True} if fmt == "WEBP" else {"transparency": (40, 9, 0) if mode == "RGB" else 7} if key else {}
+    data = encode(_large(mode, side), fmt, **options)
     assert Image.open(io.BytesIO(data)).mode == mode
+    assert ("transparency" in Image.open(io.BytesIO(data)).info) == bool(key)
     taken = []
     original = decoding._load_into_array
     monkeypatch.setattr(decoding, "_load_into_array", lambda image: taken.append(original(image)) or taken[-1])
@@ -338,8 +342,8 @@ def test_pillow_decodes_large_images_into_the_pipelines_array(mode, fmt, side, m
         got = k.preprocess(data, config)
         assert got["pixel_values"].tobytes() == want_pv.tobytes()
         assert np.array_equal(got["grid_thws"], want_grid)
-    # Mapped for L / RGB / RGBA; LA stays with Pillow's own storage.
-    assert all((array is not None) == (mode != "LA") for array in taken), taken
+    # Mapped for L / RGB / RGBA; LA, and L with a colour key, keep Pillow's own storage.
+    assert all((array is not None) == (mode != "LA" and not (mode == "L" and key)) for array in taken), taken
     assert len(taken) == len(CONFIGS)
 
 

@@ -83,18 +83,23 @@ def _measure(mode: str, path: Path | None = None, side: int = 0, decode: str = "
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def _rgba_png(path: Path, side: int) -> None:
-    """A side x side RGBA PNG of 7 distinct rows (colour and alpha vary along each row),
-    compressed row by row, so the test never holds the decoded image."""
+def _streamed_png(path: Path, side: int, *, alpha: bool = True) -> None:
+    """A side x side RGBA PNG (or, without ``alpha``, an RGB one with a tRNS colour key)
+    of 7 distinct rows (colour and alpha vary along each row), compressed row by row,
+    so the test never holds the decoded image."""
     x = np.arange(side, dtype=np.uint32)
     rows = []
     for k in range(7):
-        px = np.stack([(x * 3 + 40 * k) % 256, (x + 9 * k) % 256, np.full(side, 31 * k % 256), (x * 7 + 50 * k) % 256], 1)
-        rows.append(b"\x00" + px.astype(np.uint8).tobytes())
+        channels = [(x * 3 + 40 * k) % 256, (x + 9 * k) % 256, np.full(side, 31 * k % 256)]
+        if alpha:
+            channels.append((x * 7 + 50 * k) % 256)
+        rows.append(b"\x00" + np.stack(channels, 1).astype(np.uint8).tobytes())
     z = zlib.compressobj(1)
     idat = b"".join(z.compress(rows[y % 7]) for y in range(side)) + z.flush()
-    ihdr = struct.pack(">IIBBBBB", side, side, 8, 6, 0, 0, 0)
-    path.write_bytes(b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", ihdr) + png_chunk(b"IDAT", idat) + png_chunk(b"IEND", b""))
+    ihdr = struct.pack(">IIBBBBB", side, side, 8, 6 if alpha else 2, 0, 0, 0)
+    trns = b"" if alpha else png_chunk(b"tRNS", struct.pack(">HHH", 40, 9, 0))
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", ihdr) + trns + png_chunk(b"IDAT", idat)
+                     + png_chunk(b"IEND", b""))
 
 
 def _large_screen_gif(path: Path, width: int, height: int) -> None:
@@ -143,12 +148,25 @@ def test_rgba_png_13000_costs_no_more_than_pillow_plus_output(tmp_path, decode):
     place. It cost Pillow + 1.3 GB on 0.1.0, and forced to Pillow 1,940 MiB before
     Pillow decoded into the pipeline's array."""
     path = tmp_path / "rgba.png"
-    _rgba_png(path, 13000)
+    _streamed_png(path, 13000)
     pillow = _measure("pillow", path)
     assert pillow["outcome"] == ["RGBA", [13000, 13000]]
     ours = _measure("ours", path, decode=decode, max_image_pixels=None)
     assert ours["outcome"] == [66564, 3, 14, 14], ours
     _within_bound(f"13000x13000 RGBA PNG, K3, decode={decode}", ours, pillow["grown"])
+
+
+def test_rgb_png_with_a_colour_key_costs_no_more_than_pillow_plus_output(tmp_path):
+    """A 10000x10000 RGB PNG with a tRNS colour key (the native decoder leaves it to
+    Pillow, and K3 reads it as RGB): Pillow decodes it into the pipeline's array.
+    It grew by 782 MiB (bound 596) when a colour key kept it out of that path."""
+    path = tmp_path / "keyed.png"
+    _streamed_png(path, 10000, alpha=False)
+    pillow = _measure("pillow", path)
+    assert pillow["outcome"] == ["RGB", [10000, 10000]]
+    ours = _measure("ours", path, max_image_pixels=None)
+    assert ours["outcome"][1:] == [3, 14, 14], ours
+    _within_bound("10000x10000 RGB PNG with tRNS, K3", ours, pillow["grown"])
 
 
 def test_large_jpeg_on_the_pillow_path_costs_no_more_than_pillow_plus_output(tmp_path):

@@ -232,8 +232,9 @@ def _load_into_array(image: Image.Image) -> np.ndarray | None:
     """``image.load()`` into a new numpy array, for an image larger than one block of
     Pillow's arena: ``np.asarray(image)``'s values (``RGB`` as the colour bytes of
     Pillow's 4-byte pixels, which the core reads in place), with no copy of the
-    decoded image. None, the image left unloaded, for another mode, a ``transparency``
-    (which the mode steps read), or a smaller image (Pillow exports those in place).
+    decoded image. None, the image left unloaded, for another mode, an ``L`` image with
+    a ``transparency`` (which the mode steps read; ``RGB`` and ``RGBA`` ones go to the
+    core as they are), or a smaller image (Pillow exports those in place).
 
     The image's storage is set, before its load, to an image Pillow maps onto the
     array (``Image.frombuffer``): ``ImageFile.load`` creates storage only where there
@@ -243,7 +244,7 @@ def _load_into_array(image: Image.Image) -> np.ndarray | None:
     """
     original, (width, height) = image.mode, image.size
     storage = _MAPPED_STORAGE.get(original)
-    if storage is None or "transparency" in image.info or image._im is not None:
+    if storage is None or (original == "L" and "transparency" in image.info) or image._im is not None:
         return None
     mode, depth = storage
     if width * height * depth <= _pillow_core.get_block_size():
