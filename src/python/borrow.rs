@@ -146,7 +146,7 @@ fn rgb_of_four_byte_pixels<'a>(
     };
     let base = array.getattr("base").ok()?;
     let base = base.cast::<PyArrayDyn<u8>>().ok()?;
-    let strides = [4 * w, 4, 1].map(|s| isize::try_from(s).unwrap_or(-1));
+    let strides = [w.checked_mul(4)?, 4, 1].map(|s| isize::try_from(s).unwrap_or(-1));
     // SAFETY (both): reading the arrays' data pointers (no access through them).
     let data = unsafe { (*array.as_array_ptr()).data };
     let base_data = unsafe { (*base.as_array_ptr()).data };
