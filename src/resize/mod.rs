@@ -290,10 +290,11 @@ mod tests {
         parallel: false,
     };
 
-    fn supported_paths() -> Vec<SimdPath> {
-        SimdPath::ALL
-            .into_iter()
-            .filter(|p| p.is_supported())
+    /// Every kernel path this CPU has, serial and in parallel.
+    fn every_run() -> Vec<Execution> {
+        let paths = SimdPath::ALL.into_iter().filter(|p| p.is_supported());
+        paths
+            .flat_map(|path| [false, true].map(|parallel| Execution { path, parallel }))
             .collect()
     }
 
@@ -306,7 +307,6 @@ mod tests {
 
     #[test]
     fn every_simd_path_gives_the_scalar_bytes() {
-        let paths = supported_paths();
         let cases = [
             (1, 37, 29, 11, 7),
             (3, 300, 200, 151, 99),
@@ -319,14 +319,10 @@ mod tests {
         for (seed, &(c, w, h, nw, nh)) in cases.iter().enumerate() {
             let src = noise(w * h * c, seed as u64 + 1);
             for compat in [PillowCompat::V12, PillowCompat::V13] {
-                let scalar = SCALAR;
-                let want = resize_bicubic_with(&src, w, h, c, nw, nh, compat, scalar);
-                for &path in &paths {
-                    for parallel in [false, true] {
-                        let run = Execution { path, parallel };
-                        let got = resize_bicubic_with(&src, w, h, c, nw, nh, compat, run);
-                        assert_eq!(got, want, "{run:?} {c}x{w}x{h}->{nw}x{nh}");
-                    }
+                let want = resize_bicubic_with(&src, w, h, c, nw, nh, compat, SCALAR);
+                for run in every_run() {
+                    let got = resize_bicubic_with(&src, w, h, c, nw, nh, compat, run);
+                    assert_eq!(got, want, "{run:?} {c}x{w}x{h}->{nw}x{nh}");
                 }
             }
         }
@@ -334,7 +330,6 @@ mod tests {
 
     #[test]
     fn rgb_in_four_byte_pixels_gives_the_packed_rgb_bytes() {
-        let paths = supported_paths();
         // Both passes (both orders), one axis only, an up-scale, no resize,
         // widths that end inside and on the 16-byte transpose blocks.
         let cases = [
@@ -355,14 +350,10 @@ mod tests {
                 .copied()
                 .collect();
             for compat in [PillowCompat::V12, PillowCompat::V13] {
-                let scalar = SCALAR;
-                let want = resize_bicubic_with(&rgb, w, h, 3, nw, nh, compat, scalar);
-                for &path in &paths {
-                    for parallel in [false, true] {
-                        let run = Execution { path, parallel };
-                        let got = resize_bicubic_strided(&rgbx, w, h, 4, 3, nw, nh, compat, run);
-                        assert_eq!(got, want, "{run:?} {w}x{h}->{nw}x{nh} {compat:?}");
-                    }
+                let want = resize_bicubic_with(&rgb, w, h, 3, nw, nh, compat, SCALAR);
+                for run in every_run() {
+                    let got = resize_bicubic_strided(&rgbx, w, h, 4, 3, nw, nh, compat, run);
+                    assert_eq!(got, want, "{run:?} {w}x{h}->{nw}x{nh} {compat:?}");
                 }
             }
         }
@@ -370,7 +361,6 @@ mod tests {
 
     #[test]
     fn premultiplied_and_alpha_skipping_resizes_match_the_copies_they_replace() {
-        let paths = supported_paths();
         // Both pass orders, one axis alone, wide rows (shortened bands).
         let cases = [
             (300, 200, 151, 99),
@@ -382,11 +372,10 @@ mod tests {
             for c in [2usize, 4] {
                 let src = noise(w * h * c, seed as u64 + 31);
                 for compat in [PillowCompat::V12, PillowCompat::V13] {
-                    let scalar = SCALAR;
                     // RGBA -> RGBa, resize, RGBa -> RGBA, on a copy.
                     let mut pre = src.clone();
                     crate::composite::premultiply(&mut pre, c);
-                    let mut want = resize_bicubic_with(&pre, w, h, c, nw, nh, compat, scalar);
+                    let mut want = resize_bicubic_with(&pre, w, h, c, nw, nh, compat, SCALAR);
                     crate::composite::unpremultiply(&mut want, c);
                     // convert("RGB") / convert("L"), then resize.
                     let colour: Vec<u8> = src
@@ -395,46 +384,43 @@ mod tests {
                         .copied()
                         .collect();
                     let want_colour =
-                        resize_bicubic_with(&colour, w, h, c - 1, nw, nh, compat, scalar);
-                    for &path in &paths {
-                        for parallel in [false, true] {
-                            let run = Execution { path, parallel };
-                            let mut resize = Resize {
-                                width: w,
-                                height: h,
-                                pixel_stride: c,
-                                channels: c,
-                                new_width: nw,
-                                new_height: nh,
-                                premultiplied: true,
-                                background: None,
-                            };
-                            let mut got = vec![0u8; nw * nh * c];
-                            resize.run_into(&src, compat, run, &mut got).unwrap();
-                            assert!(got == want, "{run:?} {c}x{w}x{h}->{nw}x{nh} {compat:?}");
-                            // Composited band by band: the composite of the whole result.
-                            let bg = crate::config::Background {
-                                square_size: 7,
-                                ..crate::config::Background::kimi_k3()
-                            };
-                            resize.background = Some(bg);
-                            let mut got = vec![0u8; nw * nh * (c - 1)];
-                            resize.run_into(&src, compat, run, &mut got).unwrap();
-                            let want_composited = crate::composite::composite(&want, nw, c, &bg);
-                            assert!(
-                                got == want_composited,
-                                "{run:?} composited {c}x{w}x{h}->{nw}x{nh}"
-                            );
-                            resize.background = None;
-                            resize.premultiplied = false;
-                            resize.channels = c - 1;
-                            let mut got = vec![0u8; nw * nh * (c - 1)];
-                            resize.run_into(&src, compat, run, &mut got).unwrap();
-                            assert!(
-                                got == want_colour,
-                                "{run:?} colour of {c}x{w}x{h}->{nw}x{nh}"
-                            );
-                        }
+                        resize_bicubic_with(&colour, w, h, c - 1, nw, nh, compat, SCALAR);
+                    for run in every_run() {
+                        let mut resize = Resize {
+                            width: w,
+                            height: h,
+                            pixel_stride: c,
+                            channels: c,
+                            new_width: nw,
+                            new_height: nh,
+                            premultiplied: true,
+                            background: None,
+                        };
+                        let mut got = vec![0u8; nw * nh * c];
+                        resize.run_into(&src, compat, run, &mut got).unwrap();
+                        assert!(got == want, "{run:?} {c}x{w}x{h}->{nw}x{nh} {compat:?}");
+                        // Composited band by band: the composite of the whole result.
+                        let bg = crate::config::Background {
+                            square_size: 7,
+                            ..crate::config::Background::kimi_k3()
+                        };
+                        resize.background = Some(bg);
+                        let mut got = vec![0u8; nw * nh * (c - 1)];
+                        resize.run_into(&src, compat, run, &mut got).unwrap();
+                        let want_composited = crate::composite::composite(&want, nw, c, &bg);
+                        assert!(
+                            got == want_composited,
+                            "{run:?} composited {c}x{w}x{h}->{nw}x{nh}"
+                        );
+                        resize.background = None;
+                        resize.premultiplied = false;
+                        resize.channels = c - 1;
+                        let mut got = vec![0u8; nw * nh * (c - 1)];
+                        resize.run_into(&src, compat, run, &mut got).unwrap();
+                        assert!(
+                            got == want_colour,
+                            "{run:?} colour of {c}x{w}x{h}->{nw}x{nh}"
+                        );
                     }
                 }
             }
