@@ -13,7 +13,7 @@ Usage (from the repository root, after ``pip install .`` or ``maturin develop --
    runs and their ratio (target: PIL within 1.15x of numpy). Outputs are checked equal.
 2. 4032x3024 (12 MP) and 8000x8000 (64 MP) JPEGs decoded by Pillow under three
    process-wide allocator settings, cycled run by run (medians of ``--large-runs``):
-   Pillow's default arena of 16 MiB blocks (the image is copied with ``np.asarray``),
+   Pillow's default arena of 16 MiB blocks (the core reads the image band by band),
    ``kimi_k3_rs.enable_pillow_zero_copy()`` (``set_use_block_allocator(1)``), and a
    block size large enough for one block (``set_block_size``). Columns: decode
    (``Image.open(...).load()``), preprocess of the decoded PIL image, and their sum.

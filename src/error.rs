@@ -408,6 +408,13 @@ pub enum KimiError {
         /// Bytes asked for.
         bytes: usize,
     },
+    /// The rows of an image read band by band ([`crate::image::ImageView`]'s
+    /// row source, a PIL image in several blocks) cannot be read.
+    #[error("cannot read the image's rows: {reason}")]
+    ImageRows {
+        /// Why (the source's words, abbreviated).
+        reason: String,
+    },
     /// An error of one image of a batch: `index` is its position in the batch
     /// given to the pipeline.
     #[error("image {index}: {error}")]

@@ -27,6 +27,23 @@ pub struct ImageView<'a> {
     /// `Some(header)`: `data` is an encoded file, decoded natively when its
     /// pixels are needed ([`ImageView::encoded`]).
     pub(crate) encoded: Option<Header>,
+    /// `Some(source)`: `data` is empty and the pixels are read from `source`,
+    /// band by band, as the pipeline needs them ([`ImageView::from_rows`]).
+    pub(crate) rows: Option<&'a dyn RowSource>,
+}
+
+/// Pixels that are not in one buffer, read a band of whole rows at a time
+/// ([`ImageView::from_rows`]): the pipeline copies each band it resizes, so
+/// the image is never copied whole (the Python binding reads a PIL image held
+/// in several blocks of Pillow's memory this way). Called from the pipeline's
+/// worker threads, bands in parallel.
+pub trait RowSource: Sync + std::fmt::Debug {
+    /// Copy rows `first..end` into `out`, `(end - first) * width *
+    /// pixel_stride` bytes (the view's shape).
+    ///
+    /// # Errors
+    /// Why the rows cannot be read (the message of [`KimiError::ImageRows`]).
+    fn read_rows(&self, first: usize, end: usize, out: &mut [u8]) -> Result<(), String>;
 }
 
 impl<'a> ImageView<'a> {
@@ -73,19 +90,7 @@ impl<'a> ImageView<'a> {
         channels: usize,
         pixel_stride: usize,
     ) -> Result<Self, KimiError> {
-        check_shape(width, height, channels)?;
-        if pixel_stride != channels && (channels, pixel_stride) != (3, 4) {
-            return Err(KimiError::PixelStride {
-                channels,
-                pixel_stride,
-            });
-        }
-        let expected = width
-            .checked_mul(height)
-            .and_then(|n| n.checked_mul(pixel_stride))
-            .ok_or(KimiError::Overflow {
-                what: "image bytes",
-            })?;
+        let expected = checked_len(width, height, channels, pixel_stride)?;
         if data.len() != expected {
             return Err(KimiError::BufferSize {
                 len: data.len(),
@@ -170,6 +175,28 @@ impl<'a> ImageView<'a> {
         })
     }
 
+    /// A view of pixels read from `source` as they are needed (nothing is read
+    /// here), `pixel_stride` bytes a pixel as for [`ImageView::with_stride`]:
+    /// a resize reads the input rows of each band, an image that is not
+    /// resized is read band by band of patch rows (a band's copy is a few MB at
+    /// most). [`ImageView::data`] is empty.
+    ///
+    /// # Errors
+    /// As [`ImageView::with_stride`], but for the buffer's length.
+    pub fn from_rows(
+        source: &'a dyn RowSource,
+        width: usize,
+        height: usize,
+        channels: usize,
+        pixel_stride: usize,
+    ) -> Result<Self, KimiError> {
+        checked_len(width, height, channels, pixel_stride)?;
+        Ok(Self {
+            rows: Some(source),
+            ..Self::unchecked(&[], width, height, channels, pixel_stride)
+        })
+    }
+
     /// A view of pixels the crate made itself, whose length is
     /// `width * height * channels` by construction (checked in debug builds).
     pub(crate) fn from_parts(data: &'a [u8], width: usize, height: usize, channels: usize) -> Self {
@@ -196,6 +223,7 @@ impl<'a> ImageView<'a> {
             target: None,
             chunk_frames: None,
             encoded: None,
+            rows: None,
         }
     }
 
@@ -229,6 +257,32 @@ impl<'a> ImageView<'a> {
     pub fn pixel_stride(&self) -> usize {
         self.pixel_stride
     }
+}
+
+/// Check a shape and a pixel stride (`channels`, or 4 for 3 channels), and
+/// give the bytes of such an image.
+///
+/// # Errors
+/// As [`ImageView::with_stride`], but for the buffer's length.
+fn checked_len(
+    width: usize,
+    height: usize,
+    channels: usize,
+    pixel_stride: usize,
+) -> Result<usize, KimiError> {
+    check_shape(width, height, channels)?;
+    if pixel_stride != channels && (channels, pixel_stride) != (3, 4) {
+        return Err(KimiError::PixelStride {
+            channels,
+            pixel_stride,
+        });
+    }
+    width
+        .checked_mul(height)
+        .and_then(|n| n.checked_mul(pixel_stride))
+        .ok_or(KimiError::Overflow {
+            what: "image bytes",
+        })
 }
 
 /// Check the shape of an image before its bytes: 1 to 4 channels, no zero side.

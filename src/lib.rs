@@ -26,7 +26,7 @@ pub use geometry::{
     count_image_tokens, count_video_chunk_tokens, navit_resize_config, navit_resize_video_chunk,
     size_items, ResizeConfig,
 };
-pub use image::ImageView;
+pub use image::{ImageView, RowSource};
 pub use options::{Options, OutputDtype};
 pub use pipeline::{
     plan_batch, preprocess_batch, preprocess_image, preprocess_into, run_batch, BatchOutput,

@@ -7,8 +7,8 @@
 //! as 8-bit `L` (1 channel), `LA` (2), `RGB` (3) or `RGBA` (4).
 
 use crate::buffers::{try_zeroed, Scratch, Zeroable};
-use crate::composite::composite_into;
-use crate::config::{FillStage, MediaProcConfig, PillowCompat};
+use crate::composite::Compositor;
+use crate::config::{Background, FillStage, MediaProcConfig, PillowCompat};
 use crate::decode::{decode_into, Limits};
 use crate::error::KimiError;
 use crate::geometry::{self, navit_resize_config, ResizeConfig};
@@ -18,7 +18,7 @@ use rayon::iter::{IndexedParallelIterator, IntoParallelIterator, ParallelIterato
 use crate::normalize::{pad_normalize_patchify, NormalizeLut, OutputValue, ValueTable};
 use crate::options::{Options, OutputDtype};
 use crate::par::install;
-use crate::resize::{resize_bicubic_strided, Resize};
+use crate::resize::{Pixels, Resize};
 use crate::simd::{Execution, SimdPath};
 
 /// Sizing of one image: the reference's resize config for its size, the target
@@ -142,21 +142,21 @@ fn plan_chunk(
 
 /// Run one image through the pipeline into `out` (its `pixel_values` rows).
 ///
-/// No full-size copy of the input is made: an RGB view in 4-byte pixels
-/// ([`ImageView::with_stride`]) is read in place (the resize reads its pixels
-/// at their stride and writes packed RGB; an image that is not resized is
-/// normalised straight from the 4-byte pixels, the normaliser reading the
-/// first three bytes of a pixel and ignoring the fourth, as it ignores an
-/// alpha); alpha that is dropped is skipped the same way; an `RGBA` / `LA`
-/// resize premultiplies the pixels as its passes read them, and composites
-/// each finished band of its result onto the background. Compositing writes a
-/// copy (of the colour channels only) where there is no resize to do it in:
-/// before a resize (the copy is what is resized), or for an image that is not
-/// resized. The resize result and that copy are this thread's [`Scratch`]
-/// buffers.
+/// No full-size copy of the input is made, whether its pixels are in one
+/// buffer or read from a [`RowSource`]: an RGB view in 4-byte pixels
+/// ([`ImageView::with_stride`]) is read at its stride (the resize writes
+/// packed RGB; the normaliser reads the first three bytes of a pixel and
+/// ignores the fourth, as it ignores an alpha); alpha that is dropped is
+/// skipped the same way. An `RGBA` / `LA` resize composites onto the
+/// background the input rows of each band (`before_resize`), or premultiplies
+/// the pixels as its passes read them and composites each finished band of
+/// its result (`after_resize`). An image that is not resized is composited,
+/// padded, normalised and patchified band by band ([`patchify_bands`]). The
+/// resize result is this thread's [`Scratch`] buffer.
 ///
 /// # Errors
-/// `KimiError::ScratchAllocation` when a working buffer cannot be allocated.
+/// `KimiError::ScratchAllocation` when a working buffer cannot be allocated;
+/// `KimiError::ImageRows` when a source's rows cannot be read.
 fn run_image<T: OutputValue>(
     image: &ImageView<'_>,
     r: &ResizeConfig,
@@ -172,64 +172,41 @@ fn run_image<T: OutputValue>(
     let (w, h, ch) = (image.width, image.height, image.channels);
     let has_alpha = ch == 2 || ch == 4;
     debug_assert!(!has_alpha || image.pixel_stride == ch);
-    let needs_resize = image.pre_resized.is_none() && (new_w, new_h) != (w, h);
-    let scratch =
-        |len: usize| Scratch::new(len).map_err(|e| KimiError::ScratchAllocation { bytes: e.bytes });
     let background = cfg.background().filter(|_| has_alpha);
-    let after_resize = cfg.fill_stage() == FillStage::AfterResize;
-    // Compositing first: a composited copy is what is resized.
-    let composited = match &background {
-        Some(bg) if !after_resize => {
-            let mut copy = scratch(w * h * (ch - 1))?;
-            composite_into(image.data, w, ch, bg, &mut copy);
-            Some(copy)
-        }
-        _ => None,
+    let pixels = match image.rows {
+        Some(source) => Pixels::Rows(source),
+        None => Pixels::Slice(image.data),
     };
-    // The pixels that are resized, their stride and the channels kept (alpha
-    // dropped before a resize is skipped by reading the colour bytes only, the
-    // bytes `convert("RGB")` / `convert("L")` keeps).
-    let (src, stride, channels) = match &composited {
-        Some(copy) => (&copy[..], ch - 1, ch - 1),
-        None if has_alpha && needs_resize && !after_resize => (image.data, ch, ch - 1),
-        None => (image.data, image.pixel_stride, ch),
-    };
-    // Compositing after the resize: each band of the resize result as it is
-    // finished (the result keeps the colour channels only).
-    let background_after = background.filter(|_| after_resize);
-    let mut resized = None;
-    if needs_resize {
-        let kept = channels - usize::from(background_after.is_some());
-        let mut pixels = scratch(new_w * new_h * kept)?;
-        let resize = Resize {
-            width: w,
-            height: h,
-            pixel_stride: stride,
-            channels,
-            new_width: new_w,
-            new_height: new_h,
-            premultiplied: after_resize && has_alpha,
-            background: background_after,
-        };
-        resize
-            .run_into(src, compat, run, &mut pixels)
-            .map_err(|e| KimiError::ScratchAllocation { bytes: e.bytes })?;
-        resized = Some((pixels, kept));
+    if image.pre_resized.is_some() || (new_w, new_h) == (w, h) {
+        return patchify_bands(pixels, image, background.as_ref(), r, cfg, table, run, out);
     }
-    let mut copy = None;
-    let (pixels, stride, channels): (&[u8], usize, usize) = match (&resized, &background_after) {
-        (Some((pixels, kept)), _) => (&pixels[..], *kept, *kept),
-        (None, Some(bg)) => {
-            let copy = copy.insert(scratch(w * h * (ch - 1))?);
-            composite_into(src, w, ch, bg, copy);
-            (&copy[..], ch - 1, ch - 1)
-        }
-        (None, None) => (src, stride, channels),
+    let stage = cfg.fill_stage();
+    let after_resize = stage == FillStage::AfterResize;
+    // The channels the resize keeps: alpha dropped before it (the colour bytes
+    // `convert("RGB")` / `convert("L")` keeps, read at the pixel stride) or
+    // composited before it; kept, premultiplied, after it (and composited).
+    let channels = if has_alpha && !after_resize {
+        ch - 1
+    } else {
+        ch
     };
-    // Any alpha (or pad byte) still present is dropped by reading only the
-    // colour bytes: the normaliser takes `stride`-byte pixels.
-    let source = ImageView::from_parts(pixels, new_w, new_h, stride);
-    debug_assert!(stride == channels || channels >= 3);
+    let kept = channels - usize::from(background.is_some() && after_resize);
+    let mut resized = Scratch::new(new_w * new_h * kept)
+        .map_err(|e| KimiError::ScratchAllocation { bytes: e.bytes })?;
+    let resize = Resize {
+        width: w,
+        height: h,
+        pixel_stride: image.pixel_stride,
+        channels,
+        new_width: new_w,
+        new_height: new_h,
+        premultiplied: after_resize && has_alpha,
+        background: background.map(|bg| (bg, stage)),
+    };
+    resize.run_into(pixels, compat, run, &mut resized)?;
+    // Any alpha still present is dropped by reading only the colour bytes: the
+    // normaliser takes `kept`-byte pixels.
+    let source = ImageView::from_parts(&resized, new_w, new_h, kept);
     pad_normalize_patchify(
         &source,
         (r.new_width + r.pad_width) as usize,
@@ -240,6 +217,110 @@ fn run_image<T: OutputValue>(
         run,
     );
     Ok(())
+}
+
+/// Rows of `row_len` bytes per band of [`read_bands`]: as many as fit in 4 MiB,
+/// a multiple of `multiple` (at least one multiple).
+fn band_rows(row_len: usize, multiple: usize) -> usize {
+    multiple * ((4 << 20) / (row_len * multiple)).max(1)
+}
+
+/// The `height` rows of `pixels` (`row_len` bytes each), `rows` at a time
+/// (fewer in the last band), each band given to `f` with its first row: read
+/// in place from a buffer, or copied from a source into one band's buffer.
+///
+/// # Errors
+/// `KimiError::ImageRows` with the source's reason; `KimiError::ScratchAllocation`
+/// when the band's buffer cannot be allocated.
+fn read_bands(
+    pixels: Pixels<'_>,
+    row_len: usize,
+    height: usize,
+    rows: usize,
+    mut f: impl FnMut(usize, &[u8]),
+) -> Result<(), KimiError> {
+    let rows = rows.min(height);
+    let mut band: Vec<u8> = match pixels {
+        Pixels::Rows(_) => try_zeroed(rows * row_len)
+            .map_err(|e| KimiError::ScratchAllocation { bytes: e.bytes })?,
+        Pixels::Slice(_) => Vec::new(),
+    };
+    for first in (0..height).step_by(rows) {
+        let end = (first + rows).min(height);
+        match pixels {
+            Pixels::Slice(data) => f(first, &data[first * row_len..end * row_len]),
+            Pixels::Rows(source) => {
+                let bytes = &mut band[..(end - first) * row_len];
+                source
+                    .read_rows(first, end, bytes)
+                    .map_err(|reason| KimiError::ImageRows {
+                        reason: crate::error::abbreviate(&reason),
+                    })?;
+                f(first, bytes);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// [`run_image`] of an image that is not resized: band by band of whole
+/// patch rows (the whole image as one band when its pixels are in one buffer
+/// and there is nothing to composite), each band composited onto
+/// `background` (when the image has alpha and the config one), padded,
+/// normalised and patchified into its patches of `out` (the patches of a band
+/// of rows are consecutive, `n = i * gw + j`); the last band takes the bottom
+/// padding. Rows from a source are read a band at a time.
+///
+/// # Errors
+/// As [`read_bands`].
+#[allow(clippy::too_many_arguments)]
+fn patchify_bands<T: OutputValue>(
+    pixels: Pixels<'_>,
+    image: &ImageView<'_>,
+    background: Option<&Background>,
+    r: &ResizeConfig,
+    cfg: &MediaProcConfig,
+    table: &ValueTable<T>,
+    run: Execution,
+    out: &mut [T],
+) -> Result<(), KimiError> {
+    let (w, h, ch) = (image.width, image.height, image.channels);
+    let ps = cfg.patch_size() as usize;
+    let (padded_w, padded_h) = (
+        (r.new_width + r.pad_width) as usize,
+        (r.new_height + r.pad_height) as usize,
+    );
+    let row_len = w * image.pixel_stride;
+    let rows = match (pixels, background) {
+        (Pixels::Slice(_), None) => h,
+        _ => band_rows(row_len, ps),
+    };
+    let compositor = background.map(|bg| Compositor::new(w, ch, bg));
+    let mut composited: Vec<u8> = match compositor {
+        Some(_) => try_zeroed(rows.min(h) * w * (ch - 1))
+            .map_err(|e| KimiError::ScratchAllocation { bytes: e.bytes })?,
+        None => Vec::new(),
+    };
+    let patches_per_row = padded_w / ps * 3 * ps * ps;
+    read_bands(pixels, row_len, h, rows, |first, band| {
+        let n = band.len() / row_len;
+        let band_padded = if first + n == h { padded_h - first } else { n };
+        let (pixels, stride): (&[u8], usize) = match &compositor {
+            Some(compositor) => {
+                let composited = &mut composited[..n * w * (ch - 1)];
+                let out_rows = composited.chunks_exact_mut(w * (ch - 1));
+                for (y, (row, out_row)) in band.chunks_exact(row_len).zip(out_rows).enumerate() {
+                    compositor.row(first + y, row, out_row);
+                }
+                (composited, ch - 1)
+            }
+            None => (band, image.pixel_stride),
+        };
+        let view = ImageView::from_parts(pixels, w, n, stride);
+        let start = first / ps * patches_per_row;
+        let patches = &mut out[start..start + band_padded / ps * patches_per_row];
+        pad_normalize_patchify(&view, padded_w, band_padded, ps, table, patches, run);
+    })
 }
 
 /// [`run_image`] of a view of pixels, or of an encoded view
@@ -695,13 +776,14 @@ pub struct Preprocessed {
 /// no premultiplication), for the modes the caller resizes before the
 /// pipeline. Only down-scales, so the output is never larger than the input.
 /// Returns packed pixels, `new_height * new_width * channels` bytes, whatever
-/// the view's pixel stride.
+/// the view's pixel stride; a view of a [`RowSource`] is read band by band.
 ///
 /// Source: Pillow `libImaging/Resample.c`, `ImagingResample` (8-bit bands).
 ///
 /// # Errors
 /// `KimiError::EmptyImage` for a zero new side, `KimiError::Upscale` for a new
-/// side larger than the image's.
+/// side larger than the image's; `KimiError::ScratchAllocation` when memory
+/// runs out; `KimiError::ImageRows` when the source's rows cannot be read.
 pub fn resize_view(
     image: &ImageView<'_>,
     new_width: usize,
@@ -727,17 +809,24 @@ pub fn resize_view(
         path: SimdPath::detect(),
         parallel: false,
     };
-    Ok(resize_bicubic_strided(
-        image.data,
-        w,
-        h,
-        image.pixel_stride,
-        image.channels,
+    let len = new_width * new_height * image.channels;
+    let mut out = try_zeroed(len).map_err(|e| KimiError::ScratchAllocation { bytes: e.bytes })?;
+    let resize = Resize {
+        width: w,
+        height: h,
+        pixel_stride: image.pixel_stride,
+        channels: image.channels,
         new_width,
         new_height,
-        compat,
-        run,
-    ))
+        premultiplied: false,
+        background: None,
+    };
+    let src = match image.rows {
+        Some(source) => Pixels::Rows(source),
+        None => Pixels::Slice(image.data),
+    };
+    resize.run_into(src, compat, run, &mut out)?;
+    Ok(out)
 }
 
 /// Check that numpy's name of a caller buffer's element type fits `dtype`:

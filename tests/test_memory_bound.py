@@ -41,6 +41,7 @@ import kimi_k3_rs
 
 mode, path, side = sys.argv[1], sys.argv[2], int(sys.argv[3])
 kwargs = json.loads(sys.argv[4])
+cfg = {**kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG, **kwargs.pop("cfg", {})}
 if path:
     data = open(path, "rb").read()
 else:  # a side x side RGBA array with varied colour and alpha
@@ -59,12 +60,13 @@ with open("/proc/self/clear_refs", "w") as f:
 before = status("VmRSS:")
 out_bytes, outcome = 0, None
 try:
-    if mode == "pillow":
+    if mode in ("pillow", "ours-pil"):  # decoded by Pillow alone; then, a PIL input
         image = Image.open(io.BytesIO(data))
         image.load()
         outcome = [image.mode, list(image.size)]
-    else:
-        result = kimi_k3_rs.preprocess(data, kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG, **kwargs)
+    if mode != "pillow":
+        given = image if mode == "ours-pil" else data
+        result = kimi_k3_rs.preprocess(given, cfg, **kwargs)
         out_bytes = result["pixel_values"].nbytes
         outcome = list(result["pixel_values"].shape)
 except Exception as exc:
@@ -83,21 +85,29 @@ def _measure(mode: str, path: Path | None = None, side: int = 0, decode: str = "
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def _streamed_png(path: Path, side: int, *, alpha: bool = True) -> None:
-    """A side x side RGBA PNG (or, without ``alpha``, an RGB one with a tRNS colour key)
-    of 7 distinct rows (colour and alpha vary along each row), compressed row by row,
-    so the test never holds the decoded image."""
+def _streamed_png(path: Path, side: int, *, kind: str = "RGBA") -> None:
+    """A side x side PNG of 7 distinct rows (colour and alpha vary along each row),
+    compressed row by row, so the test never holds the decoded image: ``kind`` RGBA,
+    LA, RGB or grey with a tRNS colour key ("RGB-key", "L-key"), or 16-bit grey
+    ("I;16")."""
     x = np.arange(side, dtype=np.uint32)
     rows = []
     for k in range(7):
         channels = [(x * 3 + 40 * k) % 256, (x + 9 * k) % 256, np.full(side, 31 * k % 256)]
-        if alpha:
+        if kind in ("LA", "L-key", "I;16"):
+            channels = channels[:1]
+        if kind in ("RGBA", "LA"):
             channels.append((x * 7 + 50 * k) % 256)
-        rows.append(b"\x00" + np.stack(channels, 1).astype(np.uint8).tobytes())
+        row = np.stack(channels, 1).astype(np.uint8)
+        if kind == "I;16":  # big-endian 16-bit samples
+            row = np.stack([row[:, 0], (x * 5 % 256).astype(np.uint8)], 1)
+        rows.append(b"\x00" + row.tobytes())
     z = zlib.compressobj(1)
     idat = b"".join(z.compress(rows[y % 7]) for y in range(side)) + z.flush()
-    ihdr = struct.pack(">IIBBBBB", side, side, 8, 6 if alpha else 2, 0, 0, 0)
-    trns = b"" if alpha else png_chunk(b"tRNS", struct.pack(">HHH", 40, 9, 0))
+    colour_type = {"RGBA": 6, "LA": 4, "RGB-key": 2, "L-key": 0, "I;16": 0}[kind]
+    ihdr = struct.pack(">IIBBBBB", side, side, 16 if kind == "I;16" else 8, colour_type, 0, 0, 0)
+    trns = {"RGB-key": struct.pack(">HHH", 40, 9, 0), "L-key": struct.pack(">H", 40)}.get(kind)
+    trns = png_chunk(b"tRNS", trns) if trns else b""
     path.write_bytes(b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", ihdr) + trns + png_chunk(b"IDAT", idat)
                      + png_chunk(b"IEND", b""))
 
@@ -156,12 +166,104 @@ def test_rgba_png_13000_costs_no_more_than_pillow_plus_output(tmp_path, decode):
     _within_bound(f"13000x13000 RGBA PNG, K3, decode={decode}", ours, pillow["grown"])
 
 
+def test_rgba_png_13000_on_8_threads_costs_no_more_than_pillow_plus_output(tmp_path):
+    """The 13000x13000 RGBA PNG on 8 threads (more than this machine's cores): the
+    bands in flight share one budget of working memory, so more threads do not add
+    more. With 5 MB of bands per thread it grew 17.6 MiB over its bound."""
+    path = tmp_path / "rgba.png"
+    _streamed_png(path, 13000)
+    pillow = _measure("pillow", path)
+    ours = _measure("ours", path, max_image_pixels=None, num_threads=8)
+    assert ours["outcome"] == [66564, 3, 14, 14], ours
+    _within_bound("13000x13000 RGBA PNG, K3, 8 threads", ours, pillow["grown"])
+
+
+def test_la_png_on_the_pillow_path_costs_no_more_than_pillow_plus_output(tmp_path):
+    """A 12000x12000 LA PNG forced to Pillow: Pillow's image (in several blocks) is
+    read by the core band by band. Copied once after Pillow's load, it grew by 843 MiB,
+    82 over its bound."""
+    path = tmp_path / "la.png"
+    _streamed_png(path, 12000, kind="LA")
+    pillow = _measure("pillow", path)
+    assert pillow["outcome"] == ["LA", [12000, 12000]]
+    ours = _measure("ours", path, decode="pillow", max_image_pixels=None)
+    assert ours["outcome"][1:] == [3, 14, 14], ours
+    _within_bound("12000x12000 LA PNG on the Pillow path, K3", ours, pillow["grown"])
+
+
+@pytest.mark.parametrize("num_threads", [1, 2])
+def test_decoded_pil_image_costs_no_more_than_pillow_plus_output(tmp_path, num_threads):
+    """An 8000x8000 JPEG decoded by Pillow, then given as a PIL image (in several
+    blocks of Pillow's memory): the core reads it band by band. Copied once before
+    the call, it grew by the image (+244 MiB) on top of Pillow's decode."""
+    path = tmp_path / "decoded.jpg"
+    gradient = Image.linear_gradient("L").resize((8000, 8000))
+    Image.merge("RGB", (gradient, gradient.rotate(90), gradient.rotate(45))).save(path, quality=90)
+    pillow = _measure("pillow", path)
+    ours = _measure("ours-pil", path, num_threads=num_threads)
+    assert ours["outcome"] == [66564, 3, 14, 14], ours
+    _within_bound(f"8000x8000 PIL image, K3, {num_threads} threads", ours, pillow["grown"])
+
+
+#: K3 compositing before the resize (the reference's default stage) instead of after it.
+BEFORE = {"cfg": {"transparent_bg_fill_stage": "before_resize"}}
+
+
+@pytest.mark.parametrize("stage", ["after_resize", "before_resize"])
+@pytest.mark.parametrize("kind", ["L-key", "I;16"])
+def test_grey_png_with_mode_steps_costs_no_more_than_pillow_plus_output(tmp_path, kind, stage):
+    """A 12000x12000 grey PNG with a tRNS colour key, and a 16-bit one, both left to
+    Pillow by the native decoder. After the resize: the keyed one is resized in mode L
+    (Pillow's image read band by band), then made RGBA from its key; the 16-bit one is
+    resized by Pillow in I;16 (the reference's own step). Before it: each is converted
+    (to RGBA, to RGB) band by band as the core reads it. The keyed one grew by 144 MiB
+    more (an np.asarray copy) after the resize, and by 1,157 MiB before it (its whole
+    RGBA conversion, then a composited copy)."""
+    path = tmp_path / "grey.png"
+    _streamed_png(path, 12000, kind=kind)
+    pillow = _measure("pillow", path)
+    ours = _measure("ours", path, max_image_pixels=None, **(BEFORE if stage == "before_resize" else {}))
+    assert ours["outcome"][1:] == [3, 14, 14], ours
+    _within_bound(f"12000x12000 {kind} PNG, K3 {stage}", ours, pillow["grown"])
+
+
+@pytest.mark.parametrize("stage", ["after_resize", "before_resize"])
+def test_cmyk_jpeg_costs_no_more_than_pillow_plus_output(tmp_path, stage):
+    """An 8000x8000 CMYK JPEG (Pillow decodes every CMYK JPEG): resized in CMYK from
+    Pillow's image band by band, then converted; or, before the resize, converted to
+    RGB band by band as the core reads it. Through np.asarray it held a copy of the
+    image (+244 MiB) and tobytes()'s chunks; converted whole before the resize, it grew
+    33 MiB over its bound."""
+    path = tmp_path / "cmyk.jpg"
+    gradient = Image.linear_gradient("L").resize((8000, 8000))
+    bands = (gradient, gradient.rotate(90), gradient.rotate(45), gradient.rotate(180))
+    Image.merge("CMYK", bands).save(path, quality=90)
+    pillow = _measure("pillow", path)
+    assert pillow["outcome"] == ["CMYK", [8000, 8000]]
+    ours = _measure("ours", path, **(BEFORE if stage == "before_resize" else {}))
+    assert ours["outcome"] == [66564, 3, 14, 14], ours
+    _within_bound(f"8000x8000 CMYK JPEG, K3 {stage}", ours, pillow["grown"])
+
+
+@pytest.mark.parametrize("decode", ["auto", "pillow"])
+def test_rgba_png_composited_before_the_resize_costs_no_more_than_pillow_plus_output(tmp_path, decode):
+    """A 10000x10000 RGBA PNG under K3 with ``before_resize``: each band's input rows
+    are composited as the resize reads them. With a composited copy of the whole image
+    it grew by 860 MiB, 265 over its bound."""
+    path = tmp_path / "rgba.png"
+    _streamed_png(path, 10000)
+    pillow = _measure("pillow", path)
+    ours = _measure("ours", path, decode=decode, max_image_pixels=None, **BEFORE)
+    assert ours["outcome"][1:] == [3, 14, 14], ours
+    _within_bound(f"10000x10000 RGBA PNG, K3 before_resize, decode={decode}", ours, pillow["grown"])
+
+
 def test_rgb_png_with_a_colour_key_costs_no_more_than_pillow_plus_output(tmp_path):
     """A 10000x10000 RGB PNG with a tRNS colour key (the native decoder leaves it to
     Pillow, and K3 reads it as RGB): Pillow decodes it into the pipeline's array.
     It grew by 782 MiB (bound 596) when a colour key kept it out of that path."""
     path = tmp_path / "keyed.png"
-    _streamed_png(path, 10000, alpha=False)
+    _streamed_png(path, 10000, kind="RGB-key")
     pillow = _measure("pillow", path)
     assert pillow["outcome"] == ["RGB", [10000, 10000]]
     ours = _measure("ours", path, max_image_pixels=None)

@@ -18,6 +18,7 @@ __all__ = [
     "KimiK3Error",
     "MediaProcConfig",
     "Options",
+    "PillowRows",
     "__version__",
     "abbreviate",
     "build_profile",
@@ -30,6 +31,7 @@ __all__ = [
     "navit_resize_config",
     "navit_resize_video_chunk",
     "pil_pixels",
+    "pil_rows",
     "preprocess",
     "resize_bicubic",
     "route_encoded",
@@ -167,8 +169,18 @@ def pil_pixels(image: Any, /) -> npt.NDArray[np.uint8]:
     without a copy (a read-only view; RGB at Pillow's 4-byte pixel stride; LA packed).
     Pillow's ValueError when it cannot export; ImageError for an unusable export."""
 
+@final
+class PillowRows:
+    """An L / LA / RGB / RGBA PIL image the core reads band by band (``pil_rows``'s result)."""
+
+def pil_rows(image: Any, /, convert: str | None = None) -> PillowRows:
+    """The loaded PIL image ``image``, read by ``preprocess`` / ``resize_bicubic`` band by band
+    (each band cropped, converted to ``convert`` when given, and exported: Pillow's stored
+    bytes). ImageError when the bands' mode is not an 8-bit one (L, LA, La, PA, RGB, YCbCr,
+    HSV, LAB, RGBA, CMYK, RGBX, RGBa). ``image`` must stay open while the rows are read."""
+
 def preprocess(
-    images: list[npt.NDArray[Any] | EncodedImage],
+    images: list[npt.NDArray[Any] | EncodedImage | PillowRows],
     config: MediaProcConfig,
     options: Options,
     *,
@@ -179,5 +191,8 @@ def preprocess(
 ) -> tuple[npt.NDArray[Any], npt.NDArray[np.int64]]:
     """(pixel_values [N, 3, ps, ps] float32, or uint16 bits of bfloat16/float16; grid_thws int64 [n, 3])."""
 
-def resize_bicubic(image: npt.NDArray[np.uint8], new_width: int, new_height: int, options: Options) -> npt.NDArray[np.uint8]:
-    """Pillow BICUBIC resize of an HxW / HxWxC uint8 array (channels independent); only down-scales."""
+def resize_bicubic(
+    image: npt.NDArray[np.uint8] | PillowRows, new_width: int, new_height: int, options: Options
+) -> npt.NDArray[np.uint8]:
+    """Pillow BICUBIC resize of an HxW / HxWxC uint8 array, or of a PillowRows read band by band
+    (channels independent); only down-scales."""

@@ -42,7 +42,7 @@ def _naming(index: int) -> Iterator[None]:
 
 def _load(
     image: Any, index: int, cfg: MediaProcConfig, opts: _Options
-) -> tuple[np.ndarray, tuple[int, int, int, int, int] | None]:
+) -> tuple[np.ndarray | _native.PillowRows, tuple[int, int, int, int, int] | None]:
     """One input the core cannot decode itself, decoded (Pillow), with its mode steps
     (:func:`kimi_k3_rs.modes._pixels`): ``(uint8 array, its sizing if already resized)``."""
     with _naming(index), _loaded(

@@ -13,7 +13,7 @@ from PIL import Image
 
 from . import _native, errors
 from .config import MediaProcConfig, resolve_pillow_compat
-from .pil_export import _pixels_of
+from .pil_export import _converted_rows, _pixels_of, _stored_rows, _twin
 
 #: PIL modes whose 8-bit bands the Rust core takes as they are (HWC uint8): L, LA,
 #: RGB, RGBA; the core does their resize too (RGBA / LA premultiplied, as Pillow).
@@ -47,7 +47,7 @@ def _convert(image: Image.Image, mode: str) -> Image.Image:
         raise errors.cannot_convert(image.mode, mode, exc) from exc
 
 
-def _composite_input(image: Image.Image, cfg: MediaProcConfig, *, owned: bool) -> np.ndarray:
+def _composite_input(image: Image.Image, cfg: MediaProcConfig, *, owned: bool) -> np.ndarray | _native.PillowRows:
     """What ``fill_transparent_bg_with(image, bg)`` starts from, as a uint8 array.
 
     The Rust core then does the rest of ``kimi_k3_vision_processing.py:
@@ -58,10 +58,12 @@ def _composite_input(image: Image.Image, cfg: MediaProcConfig, *, owned: bool) -
       the bands as they are (no Pillow step).
 
     Every result is the image's pixels as ``np.asarray`` gives them, read from the
-    image's own memory where Pillow can export it (:func:`kimi_k3_rs.pil_export._pixels_of`).
+    image's own memory where Pillow can export it (:func:`kimi_k3_rs.pil_export._pixels_of`),
+    a conversion band by band as the core reads it (:func:`_converted`).
     * ``bg`` None: ``convert("RGB")``. A ``P`` image whose ``transparency`` is bytes
-      (PNG ``tRNS``) is converted from a copy without that entry: the same pixels,
-      without the warning Pillow gives because bytes cannot be carried into RGB.
+      (PNG ``tRNS``) is converted from an image on the same pixels without that entry:
+      the same pixels, without the warning Pillow gives because bytes cannot be carried
+      into RGB.
     * ``bg`` set: ``convert("RGBA")`` when the image has an ``A`` band or a
       ``transparency`` entry, else ``convert("RGB")``.
 
@@ -74,13 +76,25 @@ def _composite_input(image: Image.Image, cfg: MediaProcConfig, *, owned: bool) -
         return _pixels_of(image)
     if bg is None:
         if mode == "P" and isinstance(image.info.get("transparency"), bytes):
-            if not owned:
-                image = image.copy()
+            image = image if owned else _twin(image)
             del image.info["transparency"]
-        return _pixels_of(_convert(image, "RGB"))
+        return _converted(image, "RGB")
     if "A" in image.getbands() or has_transparency:
-        return _pixels_of(_convert(image, "RGBA"))
-    return _pixels_of(_convert(image, "RGB"))
+        return _converted(image, "RGBA")
+    return _converted(image, "RGB")
+
+
+def _converted(image: Image.Image, mode: str) -> np.ndarray | _native.PillowRows:
+    """``image.convert(mode)``'s pixels: converted band by band as the core reads them
+    (:func:`kimi_k3_rs.pil_export._converted_rows`), so the conversion is never held
+    whole, where Pillow exports; else converted here and read as
+    :func:`kimi_k3_rs.pil_export._pixels_of` reads it. A mode Pillow cannot convert is
+    the same :class:`ImageError` either way (a 1x1 crop is converted first)."""
+    rows = _converted_rows(image, mode)
+    if rows is None:
+        return _pixels_of(_convert(image, mode))
+    _convert(image.crop((0, 0, 1, 1)), mode)  # Pillow's refusal, raised here
+    return rows
 
 
 def _delegated_resize_order_check(mode: str, size: tuple[int, int], new_size: tuple[int, int], compat: str) -> None:
@@ -101,7 +115,9 @@ def _resize_in_mode(image: Image.Image, new_size: tuple[int, int], options: _nat
 
     * ``P``, ``1``: Pillow's own resize (it forces NEAREST; palette and ``info`` kept).
     * CMYK, RGBX, YCbCr, HSV, LAB, RGBa, La, PA, L (with ``transparency``): the 8-bit
-      per-channel bicubic in Rust (``pillow_compat`` honoured), then a PIL image of the
+      per-channel bicubic in Rust (``pillow_compat`` honoured) of the bytes Pillow stores,
+      read band by band (``_native.pil_rows``; ``np.asarray`` where Pillow cannot export
+      them), then a PIL image of the
       same mode with the bytes and ``info`` that Pillow's resize gives (padding byte 0
       for 3-band modes; an empty palette for PA, as Pillow's resample leaves it).
     * Anything else (``I;16``, ``I;16L``, ``I;16B``, ``I;16N``, ``I``, ``F``): Pillow's
@@ -114,11 +130,13 @@ def _resize_in_mode(image: Image.Image, new_size: tuple[int, int], options: _nat
     if mode not in _RUST_RESIZE_MODES:
         _delegated_resize_order_check(mode, image.size, new_size, options.pillow_compat)
         return image.resize(new_size, Image.Resampling.BICUBIC)
-    array = np.asarray(image)
-    flip = _SIGNED_BANDS.get(mode)
-    if flip is not None:
-        array = array ^ flip  # the bytes Pillow stores (and resamples) for LAB
-    resized = _native.resize_bicubic(array, new_size[0], new_size[1], options)
+    stored: np.ndarray | _native.PillowRows | None = _stored_rows(image)  # read band by band
+    if stored is None:
+        stored = np.asarray(image)
+        flip = _SIGNED_BANDS.get(mode)
+        if flip is not None:
+            stored = stored ^ flip  # the bytes Pillow stores (and resamples) for LAB
+    resized = _native.resize_bicubic(stored, new_size[0], new_size[1], options)
     if mode in _THREE_BAND_MODES:
         # Pillow stores 3 bands in 4-byte pixels and its resample zeroes the 4th byte,
         # which LAB -> RGBA (LittleCMS) copies into the alpha; ``merge`` writes it as 0 too
@@ -159,8 +177,9 @@ def _read_in_place(array: np.ndarray) -> bool:
 
 def _pixels(
     image: Image.Image | np.ndarray, cfg: MediaProcConfig, options: _native.Options
-) -> tuple[np.ndarray, tuple[int, int, int, int, int] | None]:
-    """Turn one loaded image into (uint8 HWC array, its sizing if already resized).
+) -> tuple[np.ndarray | _native.PillowRows, tuple[int, int, int, int, int] | None]:
+    """Turn one loaded image into (uint8 HWC array or a ``PillowRows`` the core reads
+    band by band, its sizing if already resized).
 
     Arrays and PIL ``L`` (without ``transparency``, or with no background), ``LA``,
     ``RGB``, ``RGBA`` go to Rust as they are. For other modes the reference's mode steps
@@ -174,7 +193,8 @@ def _pixels(
     A PIL image's pixels are read in place, without ``tobytes()``, where Pillow can
     export them (:mod:`kimi_k3_rs.pil_export`): the array is then a read-only view of
     the image's memory (an RGB one with Pillow's 4-byte pixel stride, which the core
-    reads as it is), with the values ``np.asarray`` gives.
+    reads as it is), with the values ``np.asarray`` gives; an image in several blocks,
+    and a conversion, are read band by band during the native call.
     """
     if isinstance(image, np.ndarray):  # the core checks dtype, shape and channels
         return (image if _read_in_place(image) else np.ascontiguousarray(image)), None

@@ -5,8 +5,9 @@ Pillow's Arrow C data interface export (``Image.__arrow_c_array__``, Pillow >= 1
 read by ``_native.pil_pixels``: no ``tobytes()`` copy (about 34 ms of GIL-holding work
 for a 12 MP image). Pillow exports only an image held in one block of memory; its
 default allocator splits images over 16 MiB (larger than 2048x2048 RGB) into 16 MiB
-blocks, so those are copied once, band by band, unless :func:`enable_pillow_zero_copy`
-is called. Either way the output is the same, bit for bit.
+blocks, so the core reads those band by band (``_native.pil_rows``: each band cropped,
+exported and copied, a few MB at a time), unless :func:`enable_pillow_zero_copy` is
+called. Either way the output is the same, bit for bit.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ __all__ = ["enable_pillow_zero_copy"]
 
 #: The PIL modes the core takes as they are (as ``modes._NATIVE_MODES``).
 _EXPORTED_MODES = frozenset({"L", "LA", "RGB", "RGBA"})
+
+#: The 8-bit modes whose stored bytes ``_native.pil_rows`` reads band by band.
+_STORED_MODES = _EXPORTED_MODES | {"La", "PA", "YCbCr", "HSV", "LAB", "CMYK", "RGBX", "RGBa"}
 
 
 def enable_pillow_zero_copy() -> None:
@@ -52,14 +56,14 @@ def enable_pillow_zero_copy() -> None:
     _pillow_core.set_use_block_allocator(1)
 
 
-def _exportable(image: Image.Image) -> bool:
-    """Whether ``image`` has a mode this library reads from Pillow's export, pixels,
-    and a Pillow whose export of it (or of its crops) is safe: Pillow >= 11.2.1, rows
-    without padding (the export of 11.2.1 - 12.3 ignores ``Image.core.set_alignment``'s
-    padded rows)."""
+def _exportable(image: Image.Image, modes: frozenset[str] = _EXPORTED_MODES) -> bool:
+    """Whether ``image`` has one of the ``modes`` this library reads from Pillow's
+    export, pixels, and a Pillow whose export of it (or of its crops) is safe: Pillow
+    >= 11.2.1, rows without padding (the export of 11.2.1 - 12.3 ignores
+    ``Image.core.set_alignment``'s padded rows)."""
     width, height = image.size
     return (
-        image.mode in _EXPORTED_MODES
+        image.mode in modes
         and hasattr(image, "__arrow_c_array__")
         and width * height > 0
         and _pillow_core.get_alignment() == 1
@@ -90,44 +94,45 @@ def _exported_pixels(image: Image.Image) -> np.ndarray | None:
         return None
 
 
-#: Bytes of Pillow memory (4 bytes a pixel for RGB) per band of :func:`_banded_pixels`:
-#: half a block of Pillow's default arena, so a band is always one block.
-_BAND_BYTES = 8 << 20
+def _twin(image: Image.Image) -> Image.Image:
+    """A new ``Image`` on the loaded ``image``'s storage, info and palette
+    (``Image._new``), no pixel copied: it stays usable after ``image`` is closed (the
+    batch loop closes the files it opened before the native call reads their rows)."""
+    image.load()
+    return image._new(image.im)
 
 
-def _banded_pixels(image: Image.Image) -> np.ndarray | None:
-    """``np.asarray(image)``'s values copied band by band: each band of rows is cropped
-    (a new image of one block) and its export copied into one new array, so the pixels
-    are copied once, row after row (``RGB`` keeps Pillow's 4-byte pixels, which the core
-    reads as they are, so each band is one ``memcpy``). ``np.asarray`` copies them
-    through ``tobytes()``, which holds the encoded chunks and their join at once (twice
-    the image: +830 MiB for a 12000x12000 RGB image). None when a band cannot be
-    exported (the caller copies with ``np.asarray``)."""
-    width, height = image.size
-    rows = max(1, _BAND_BYTES // (4 * width))
-    out: np.ndarray | None = None
-    for y0 in range(0, height, rows):
-        y1 = min(height, y0 + rows)
-        try:
-            band = _native.pil_pixels(image.crop((0, y0, width, y1)))
-        except ValueError:
-            return None
-        if band.ndim == 3 and band.shape[2] == 3 and band.strides[1] == 4:
-            # The pad byte is in the band's memory: its pixels whole, copied as they are.
-            band = np.lib.stride_tricks.as_strided(band, (y1 - y0, width, 4), band.strides, writeable=False)
-        if out is None:
-            out = np.empty((height, *band.shape[1:]), np.uint8)
-        out[y0:y1] = band
-    if out is not None and image.mode == "RGB":
-        return out[..., :3]
-    return out
-
-
-def _pixels_of(image: Image.Image) -> np.ndarray:
+def _pixels_of(image: Image.Image) -> np.ndarray | _native.PillowRows:
     """The pixels of a PIL image as ``np.asarray(image)`` gives them: read in place
-    where :func:`_exported_pixels` can, else copied once, band by band
-    (:func:`_banded_pixels`), else by ``np.asarray``."""
-    exported = _exported_pixels(image)
-    if exported is None and _exportable(image):
-        exported = _banded_pixels(image)
-    return np.asarray(image) if exported is None else exported
+    where :func:`_exported_pixels` can; else, for an image Pillow holds in several
+    blocks or maps onto memory it did not allocate, a ``PillowRows`` the core reads
+    band by band during the call (each band of rows cropped into an image Pillow owns,
+    exported and copied into the band's buffer, so the image is never copied whole);
+    else (a Pillow that cannot export) copied by ``np.asarray``."""
+    exported = _exported_pixels(image)  # loads the image
+    if exported is not None:
+        return exported
+    if _exportable(image):
+        return _native.pil_rows(_twin(image))
+    return np.asarray(image)
+
+
+def _stored_rows(image: Image.Image) -> _native.PillowRows | None:
+    """An 8-bit image (``_STORED_MODES``) as a ``PillowRows``, which the core reads
+    band by band: Pillow's stored bytes (``LAB``'s a and b XOR 128, as Pillow
+    resamples them), never copied whole; None where Pillow cannot export it."""
+    if not _exportable(image, _STORED_MODES):
+        return None
+    return _native.pil_rows(_twin(image))
+
+
+def _converted_rows(image: Image.Image, mode: str) -> _native.PillowRows | None:
+    """``image.convert(mode)`` (``mode`` one the core takes) as a ``PillowRows`` whose
+    bands the core converts one at a time as it reads them: Pillow's conversions to
+    these modes are pixel by pixel, so the bands are the whole conversion's, and it is
+    never held whole. None where Pillow cannot export the bands (the caller converts
+    the whole image)."""
+    width, height = image.size
+    if not (hasattr(image, "__arrow_c_array__") and width * height > 0 and _pillow_core.get_alignment() == 1):
+        return None
+    return _native.pil_rows(_twin(image), mode)

@@ -175,6 +175,220 @@ unsafe fn locate(
     Ok((data, len))
 }
 
+/// The bands of an 8-bit PIL mode whose storage this module reads: `L` (one
+/// byte a pixel); two bands in bytes 0 and 3 of 4-byte pixels (`LA`, `La`,
+/// `PA`); three in bytes 0-2 (`RGB`, `YCbCr`, `HSV`, `LAB`, the 4th a pad);
+/// four (`RGBA`, `CMYK`, `RGBX`, `RGBa`). `None` for another mode.
+fn stored_bands(mode: &str) -> Option<usize> {
+    match mode {
+        "L" => Some(1),
+        "LA" | "La" | "PA" => Some(2),
+        "RGB" | "YCbCr" | "HSV" | "LAB" => Some(3),
+        "RGBA" | "CMYK" | "RGBX" | "RGBa" => Some(4),
+        _ => None,
+    }
+}
+
+/// `(mode, width, height, channels)` of a PIL image of one of the `modes`
+/// (its own, or `mode` when given; [`stored_bands`] gives the channels) whose
+/// `4 * width * height` bytes fit in `usize`.
+///
+/// # Errors
+/// `ImageError` (`KimiError::ArrowExport`, `rule` saying which modes) for
+/// another mode; `KimiError::Channels` / `EmptyImage` / `Overflow` for a shape
+/// the core does not take.
+fn exported_shape(
+    image: &Bound<'_, PyAny>,
+    mode: Option<&str>,
+    modes: &[&str],
+    rule: &str,
+) -> PyResult<(String, usize, usize, usize)> {
+    let mode: String = match mode {
+        Some(mode) => mode.to_owned(),
+        None => image.getattr("mode")?.extract()?,
+    };
+    let (width, height): (usize, usize) = image.getattr("size")?.extract()?;
+    let Some(channels) = stored_bands(&mode).filter(|_| modes.contains(&mode.as_str())) else {
+        return Err(to_py_err(KimiError::ArrowExport {
+            mode: crate::error::abbreviate(&mode),
+            detail: rule.to_owned(),
+        }));
+    };
+    crate::image::check_shape(width, height, channels).map_err(to_py_err)?;
+    width
+        .checked_mul(height)
+        .filter(|n| n.checked_mul(4).is_some())
+        .ok_or_else(|| {
+            to_py_err(KimiError::Overflow {
+                what: "image bytes",
+            })
+        })?;
+    Ok((mode, width, height, channels))
+}
+
+/// The modes [`pil_pixels`] reads (the modes the core takes as they are).
+const PIXEL_MODES: [&str; 4] = ["L", "LA", "RGB", "RGBA"];
+
+/// The modes [`pil_rows`] reads: every mode of [`stored_bands`].
+const STORED_MODES: [&str; 12] = [
+    "L", "LA", "La", "PA", "RGB", "YCbCr", "HSV", "LAB", "RGBA", "CMYK", "RGBX", "RGBa",
+];
+
+/// The export in the capsules `schema` and `array` of an image of `mode`
+/// and `pixels` pixels, checked to be the layout that mode exports.
+///
+/// # Errors
+/// `ImageError` (`KimiError::ArrowExport`) when it is not.
+fn checked_export(
+    schema: Bound<'_, PyAny>,
+    array: Bound<'_, PyAny>,
+    mode: &str,
+    pixels: usize,
+) -> PyResult<PillowExport> {
+    let bad = |detail: String| {
+        to_py_err(KimiError::ArrowExport {
+            mode: crate::error::abbreviate(mode),
+            detail,
+        })
+    };
+    let schema_ptr = schema
+        .cast::<PyCapsule>()
+        .map_err(|_| bad("it is not a capsule pair".to_owned()))?
+        .pointer_checked(Some(c"arrow_schema"))?;
+    let array_ptr = array
+        .cast::<PyCapsule>()
+        .map_err(|_| bad("it is not a capsule pair".to_owned()))?
+        .pointer_checked(Some(c"arrow_array"))?;
+    // SAFETY: the capsules are named as the PyCapsule interface names the
+    // structs they hold, and are alive (`schema`, `array`) while they are read.
+    let (data, len) = unsafe {
+        locate(
+            schema_ptr.cast::<ArrowSchema>().as_ref(),
+            array_ptr.cast::<ArrowArray>().as_ref(),
+            mode,
+            pixels,
+        )
+    }
+    .map_err(bad)?;
+    Ok(PillowExport {
+        _capsules: (schema.unbind(), array.unbind()),
+        data: data as usize,
+        len,
+    })
+}
+
+/// A PIL image that the pipeline reads band by band ([`crate::RowSource`]):
+/// each band of rows is cropped (a new image of one block, which Pillow
+/// exports), converted to `mode` when asked (Pillow's conversions to the
+/// modes the core takes are pixel by pixel, so a band's conversion is the
+/// whole image's, band by band), and its export copied into the band's
+/// buffer, so neither the image nor its conversion is ever held whole. The
+/// bands hold Pillow's stored bytes of an 8-bit mode ([`stored_bands`]),
+/// packed but for the pad byte of three bands (two bands packed from bytes 0
+/// and 3). Made by [`pil_rows`].
+#[pyclass(frozen, module = "kimi_k3_rs._native", name = "PillowRows")]
+#[derive(Debug)]
+pub(crate) struct PillowRows {
+    /// The image (an `Image` the caller does not close: the library passes
+    /// one on the same storage as the caller's, `pil_export._twin`).
+    image: Py<PyAny>,
+    /// The mode each band is converted to, if any.
+    convert: Option<String>,
+    /// The bands' mode (the image's, or `convert`).
+    mode: String,
+    pub(crate) width: usize,
+    pub(crate) height: usize,
+    pub(crate) channels: usize,
+}
+
+impl PillowRows {
+    /// Bytes from one pixel to the next in the bands: Pillow's 4 for three
+    /// bands, else the channels (two bands are packed from bytes 0 and 3).
+    pub(crate) fn pixel_stride(&self) -> usize {
+        if self.channels == 3 {
+            4
+        } else {
+            self.channels
+        }
+    }
+}
+
+impl crate::RowSource for PillowRows {
+    fn read_rows(&self, first: usize, end: usize, out: &mut [u8]) -> Result<(), String> {
+        Python::attach(|py| -> PyResult<()> {
+            let mut band = self
+                .image
+                .bind(py)
+                .call_method1("crop", ((0, first, self.width, end),))?;
+            if let Some(mode) = &self.convert {
+                band = band.call_method1("convert", (mode,))?;
+            }
+            let (schema, array): (Bound<'_, PyAny>, Bound<'_, PyAny>) =
+                band.call_method0("__arrow_c_array__")?.extract()?;
+            let export = checked_export(schema, array, &self.mode, (end - first) * self.width)?;
+            // `locate` checked the export's length: 1 byte a pixel for `L`, else 4.
+            let bytes = export.bytes();
+            if out.len() != (end - first) * self.width * self.pixel_stride() {
+                return Err(to_py_err(KimiError::ArrowExport {
+                    mode: crate::error::abbreviate(&self.mode),
+                    detail: format!("{} bytes asked for rows {first}..{end}", out.len()),
+                }));
+            }
+            py.detach(|| {
+                if self.channels == 2 {
+                    for (packed, pixel) in out.chunks_exact_mut(2).zip(bytes.chunks_exact(4)) {
+                        packed.copy_from_slice(&[pixel[0], pixel[3]]);
+                    }
+                } else {
+                    out.copy_from_slice(bytes);
+                }
+            });
+            Ok(())
+        })
+        .map_err(|e| e.to_string())
+    }
+}
+
+/// A loaded PIL image as a [`PillowRows`] that the pipeline and
+/// `resize_bicubic` read band by band (no pixel is read here), its bands
+/// converted to `convert` when given. The bands' mode (the image's, or
+/// `convert`) is an 8-bit mode (`L`, `LA`, `La`, `PA`, `RGB`, `YCbCr`, `HSV`,
+/// `LAB`, `RGBA`, `CMYK`, `RGBX`, `RGBa`); they give `np.asarray`'s values for
+/// `L`, `LA`, `RGB`, `RGBA`, and Pillow's stored bytes for the others
+/// (`LAB`'s a and b XOR 128, as Pillow resamples them). `image` must stay
+/// open while the rows are read (the library passes an `Image` of its own on
+/// the same storage).
+///
+/// # Errors
+/// `ImageError` for a bands' mode outside these, and as [`pil_pixels`] for
+/// the shape.
+#[pyfunction]
+#[pyo3(signature = (image, /, convert = None))]
+pub(crate) fn pil_rows(image: &Bound<'_, PyAny>, convert: Option<String>) -> PyResult<PillowRows> {
+    let (mode, width, height, channels) = match &convert {
+        None => exported_shape(
+            image,
+            None,
+            &STORED_MODES,
+            "the mode is not an 8-bit mode Pillow exports",
+        )?,
+        Some(mode) => exported_shape(
+            image,
+            Some(mode),
+            &STORED_MODES,
+            "the mode converted to is not an 8-bit mode Pillow exports",
+        )?,
+    };
+    Ok(PillowRows {
+        image: image.clone().unbind(),
+        convert,
+        mode,
+        width,
+        height,
+        channels,
+    })
+}
+
 /// The pixels of a PIL image of mode `L`, `LA`, `RGB` or `RGBA`, read through
 /// its Arrow export (`image.__arrow_c_array__()`) without copying them.
 ///
@@ -199,56 +413,15 @@ pub(crate) fn pil_pixels<'py>(
     py: Python<'py>,
     image: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let mode: String = image.getattr("mode")?.extract()?;
-    let (width, height): (usize, usize) = image.getattr("size")?.extract()?;
-    let bad = |detail: String| {
-        to_py_err(KimiError::ArrowExport {
-            mode: crate::error::abbreviate(&mode),
-            detail,
-        })
-    };
-    let channels = match mode.as_str() {
-        "L" => 1,
-        "LA" => 2,
-        "RGB" => 3,
-        "RGBA" => 4,
-        _ => return Err(bad("the mode is not L, LA, RGB or RGBA".to_owned())),
-    };
-    crate::image::check_shape(width, height, channels).map_err(to_py_err)?;
-    let pixels = width
-        .checked_mul(height)
-        .filter(|n| n.checked_mul(4).is_some())
-        .ok_or_else(|| {
-            to_py_err(KimiError::Overflow {
-                what: "image bytes",
-            })
-        })?;
+    let (mode, width, height, channels) = exported_shape(
+        image,
+        None,
+        &PIXEL_MODES,
+        "the mode is not L, LA, RGB or RGBA",
+    )?;
     let (schema, array): (Bound<'py, PyAny>, Bound<'py, PyAny>) =
         image.call_method0("__arrow_c_array__")?.extract()?;
-    let schema_ptr = schema
-        .cast::<PyCapsule>()
-        .map_err(|_| bad("it is not a capsule pair".to_owned()))?
-        .pointer_checked(Some(c"arrow_schema"))?;
-    let array_ptr = array
-        .cast::<PyCapsule>()
-        .map_err(|_| bad("it is not a capsule pair".to_owned()))?
-        .pointer_checked(Some(c"arrow_array"))?;
-    // SAFETY: the capsules are named as the PyCapsule interface names the
-    // structs they hold, and are alive (`schema`, `array`) while they are read.
-    let (data, len) = unsafe {
-        locate(
-            schema_ptr.cast::<ArrowSchema>().as_ref(),
-            array_ptr.cast::<ArrowArray>().as_ref(),
-            &mode,
-            pixels,
-        )
-    }
-    .map_err(bad)?;
-    let export = PillowExport {
-        _capsules: (schema.unbind(), array.unbind()),
-        data: data as usize,
-        len,
-    };
+    let export = checked_export(schema, array, &mode, width * height)?;
     if channels == 2 {
         // L in byte 0, A in byte 3: packed, as np.asarray gives LA.
         let bytes = export.bytes();

@@ -11,6 +11,7 @@ use numpy::{
 use numpy::{PyReadonlyArrayDyn, PyReadwriteArrayDyn};
 use pyo3::prelude::*;
 
+use super::arrow::PillowRows;
 use super::decode::PyEncodedImage;
 use super::errors::{abbreviate_value, at_image, to_py_err};
 use crate::buffers::{self, OutputMemory};
@@ -183,9 +184,11 @@ pub(crate) enum Borrowed<'py> {
     Array(PyReadonlyArrayDyn<'py, u8>),
     /// An encoded file (its bytes are immutable).
     Encoded(Bound<'py, PyEncodedImage>),
+    /// A PIL image read band by band.
+    Rows(Bound<'py, PillowRows>),
 }
 
-/// Borrow a `preprocess` batch: arrays, and `EncodedImage`s.
+/// Borrow a `preprocess` batch: arrays, `EncodedImage`s and `PillowRows`.
 pub(crate) fn borrow_batch<'py>(
     images: &[Bound<'py, PyAny>],
     names: Names<'_>,
@@ -193,15 +196,20 @@ pub(crate) fn borrow_batch<'py>(
     images
         .iter()
         .enumerate()
-        .map(|(k, image)| match image.cast::<PyEncodedImage>() {
-            Ok(encoded) => Ok(Borrowed::Encoded(encoded.clone())),
-            Err(_) => borrow_array(k, image, names).map(Borrowed::Array),
+        .map(|(k, image)| {
+            if let Ok(encoded) = image.cast::<PyEncodedImage>() {
+                Ok(Borrowed::Encoded(encoded.clone()))
+            } else if let Ok(rows) = image.cast::<PillowRows>() {
+                Ok(Borrowed::Rows(rows.clone()))
+            } else {
+                borrow_array(k, image, names).map(Borrowed::Array)
+            }
         })
         .collect()
 }
 
-/// Core views of a borrowed batch (no copy: an encoded file is decoded when
-/// the pipeline runs it).
+/// Core views of a borrowed batch (no copy: an encoded file is decoded, and
+/// a `PillowRows` read band by band, when the pipeline runs it).
 pub(crate) fn batch_views<'a>(
     py: Python<'_>,
     images: &'a [Borrowed<'_>],
@@ -215,6 +223,12 @@ pub(crate) fn batch_views<'a>(
             Borrowed::Encoded(encoded) => {
                 let encoded = encoded.get();
                 ImageView::encoded(encoded.data.as_bytes(py), encoded.header)
+                    .map_err(|e| names.error(k, e))
+            }
+            Borrowed::Rows(rows) => {
+                let rows = rows.get();
+                let stride = rows.pixel_stride();
+                ImageView::from_rows(rows, rows.width, rows.height, rows.channels, stride)
                     .map_err(|e| names.error(k, e))
             }
         })

@@ -21,6 +21,7 @@ use numpy::{
 };
 use pyo3::prelude::*;
 
+use arrow::PillowRows;
 use borrow::{batch_views, borrow_batch, borrow_images, borrow_out, image_views, Names, OutArray};
 use config::PyMediaProcConfig;
 use errors::{at_image, to_py_err};
@@ -361,8 +362,8 @@ fn preprocess<'py>(
 }
 
 /// Pillow BICUBIC resize of one uint8 `HxW` / `HxWxC` array (C = 1..4, channels
-/// independent, no premultiplication); a new array of the new size. Only
-/// down-scales.
+/// independent, no premultiplication), or of a `PillowRows` (read band by
+/// band); a new array of the new size. Only down-scales.
 #[pyfunction]
 #[pyo3(signature = (image, new_width, new_height, options))]
 fn resize_bicubic<'py>(
@@ -372,14 +373,32 @@ fn resize_bicubic<'py>(
     new_height: usize,
     options: &PyOptions,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let arrays = borrow_images(std::slice::from_ref(&image), Names::Lone)?;
-    let view: ImageView<'_> = image_views(&arrays, Names::Lone)?[0];
+    let rows = image.cast::<PillowRows>().ok();
+    let arrays = match rows {
+        Some(_) => Vec::new(),
+        None => borrow_images(std::slice::from_ref(&image), Names::Lone)?,
+    };
+    let (view, three_d): (ImageView<'_>, bool) = match rows {
+        Some(rows) => {
+            let rows = rows.get();
+            let view = ImageView::from_rows(
+                rows,
+                rows.width,
+                rows.height,
+                rows.channels,
+                rows.pixel_stride(),
+            )
+            .map_err(to_py_err)?;
+            (view, rows.channels > 1)
+        }
+        None => (image_views(&arrays, Names::Lone)?[0], arrays[0].ndim() == 3),
+    };
     let compat = options.inner.compat();
     let resized = py
         .detach(|| crate::pipeline::resize_view(&view, new_width, new_height, compat))
         .map_err(to_py_err)?;
     let mut shape = vec![new_height, new_width];
-    if arrays[0].ndim() == 3 {
+    if three_d {
         shape.push(view.channels());
     }
     Ok(resized.into_pyarray(py).reshape(shape)?.into_any())
@@ -444,7 +463,7 @@ mod _native {
     use pyo3::prelude::*;
 
     #[pymodule_export]
-    use super::arrow::pil_pixels;
+    use super::arrow::{pil_pixels, pil_rows, PillowRows};
     #[pymodule_export]
     use super::decode::{decode_image, load_libjpeg, route_encoded, PyEncodedImage};
     #[pymodule_export]

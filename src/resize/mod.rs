@@ -31,9 +31,10 @@ pub use coefficients::{bicubic_filter, Coefficients};
 
 use crate::buffers::{try_zeroed, AllocFailed};
 use crate::composite::Compositor;
-use crate::config::{Background, PillowCompat};
+use crate::config::{Background, FillStage, PillowCompat};
+use crate::image::RowSource;
 use crate::simd::{Execution, SimdPath};
-use passes::resize_c;
+use passes::{resize_c, Fill};
 
 /// Fixed-point precision of the 8-bit coefficients: `32 - 8 - 2`.
 pub const PRECISION_BITS: u32 = 22;
@@ -200,10 +201,48 @@ pub fn resize_bicubic_strided(
         premultiplied: false,
         background: None,
     };
-    resize
-        .run_into(src, compat, run, &mut out)
-        .unwrap_or_else(|e| abort(e));
-    out
+    match resize.run_into(Pixels::Slice(src), compat, run, &mut out) {
+        Ok(()) => out,
+        Err(ResizeFailed::Alloc(e)) => abort(e),
+        Err(ResizeFailed::Rows(_)) => unreachable!("a slice's rows are always read"),
+    }
+}
+
+/// The pixels a [`Resize`] reads: one buffer (`height * width * pixel_stride`
+/// bytes), or a [`RowSource`] that each band reads its rows from.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Pixels<'a> {
+    /// All the rows, in place.
+    Slice(&'a [u8]),
+    /// Rows copied band by band from the source.
+    Rows(&'a dyn RowSource),
+}
+
+/// Why a [`Resize`] stopped (then its output is partly written).
+#[derive(Debug)]
+pub(crate) enum ResizeFailed {
+    /// A band's working memory cannot be had.
+    Alloc(AllocFailed),
+    /// The row source could not give a band's rows (its reason).
+    Rows(String),
+}
+
+impl From<AllocFailed> for ResizeFailed {
+    fn from(e: AllocFailed) -> Self {
+        Self::Alloc(e)
+    }
+}
+
+impl From<ResizeFailed> for crate::KimiError {
+    /// `ScratchAllocation` for working memory, `ImageRows` for a source's rows.
+    fn from(e: ResizeFailed) -> Self {
+        match e {
+            ResizeFailed::Alloc(e) => Self::ScratchAllocation { bytes: e.bytes },
+            ResizeFailed::Rows(reason) => Self::ImageRows {
+                reason: crate::error::abbreviate(&reason),
+            },
+        }
+    }
 }
 
 /// One resize of the pipeline: the input's size and layout (as for
@@ -212,8 +251,10 @@ pub fn resize_bicubic_strided(
 /// `Image.resize` converts it to `RGBa` / `La` and back around the resize;
 /// here each pass premultiplies the pixels it first reads, so the input is
 /// never copied whole), and the background such an image is composited onto
-/// after the resize (`background`: each band of the result as it is finished,
-/// so the result holds the colour channels only).
+/// (`background`, and when: after the resize, each band of the result as it
+/// is finished, so the result holds the colour channels only; before it, the
+/// input rows of each band as they are read, `channels` then being the colour
+/// channels of `pixel_stride`-byte pixels whose last byte is alpha).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Resize {
     pub(crate) width: usize,
@@ -223,15 +264,16 @@ pub(crate) struct Resize {
     pub(crate) new_width: usize,
     pub(crate) new_height: usize,
     pub(crate) premultiplied: bool,
-    pub(crate) background: Option<Background>,
+    pub(crate) background: Option<(Background, FillStage)>,
 }
 
 impl Resize {
     /// Resize `src` into `out` (`new_height * new_width * channels` bytes, or
-    /// `channels - 1` a pixel with a `background`).
+    /// `channels - 1` a pixel with a `background` after the resize).
     ///
     /// # Errors
-    /// [`AllocFailed`] when a band's working memory cannot be had.
+    /// [`ResizeFailed`] when a band's working memory cannot be had or its rows
+    /// cannot be read.
     ///
     /// # Panics
     /// As [`resize_bicubic_strided`], when `out` has the wrong length, or when
@@ -240,11 +282,11 @@ impl Resize {
     /// before calling).
     pub(crate) fn run_into(
         &self,
-        src: &[u8],
+        src: Pixels<'_>,
         compat: PillowCompat,
         run: Execution,
         out: &mut [u8],
-    ) -> Result<(), AllocFailed> {
+    ) -> Result<(), ResizeFailed> {
         let &Self {
             width: w,
             height: h,
@@ -256,19 +298,37 @@ impl Resize {
             background,
         } = self;
         assert!(w > 0 && h > 0 && nw > 0 && nh > 0);
-        assert_eq!(src.len(), w * h * pixel_stride);
+        if let Pixels::Slice(src) = src {
+            assert_eq!(src.len(), w * h * pixel_stride);
+        }
         let alpha = pixel_stride == channels && channels % 2 == 0;
-        assert!(alpha || !(pre || background.is_some()));
-        let out_channels = channels - usize::from(background.is_some());
+        let (before, after) = match background {
+            Some((bg, FillStage::BeforeResize)) => (Some(bg), None),
+            Some((bg, FillStage::AfterResize)) => (None, Some(bg)),
+            None => (None, None),
+        };
+        assert!(alpha || !(pre || after.is_some()));
+        assert!(before.is_none() || (pixel_stride == channels + 1 && !pre));
+        let out_channels = channels - usize::from(after.is_some());
         assert_eq!(out.len(), nw * nh * out_channels);
-        let compositor = background.map(|bg| Compositor::new(nw, channels, &bg));
-        let bg = compositor.as_ref();
+        let compositor = match (before, after) {
+            (Some(bg), _) => Some(Compositor::new(w, pixel_stride, &bg)),
+            (_, Some(bg)) => Some(Compositor::new(nw, channels, &bg)),
+            _ => None,
+        };
+        let bg = match (&compositor, before.is_some()) {
+            (Some(c), true) => Fill::Before(c),
+            (Some(c), false) => Fill::After(c),
+            (None, _) => Fill::None,
+        };
         assert!(
             run.path.is_supported(),
             "{} is not supported by this CPU",
             run.path.name()
         );
         match (pixel_stride, channels) {
+            (2, 1) if before.is_some() => resize_c::<1, 1>(src, w, h, nw, nh, pre, bg, compat, run, out),
+            (4, 3) if before.is_some() => resize_c::<3, 3>(src, w, h, nw, nh, pre, bg, compat, run, out),
             (1, 1) => resize_c::<1, 1>(src, w, h, nw, nh, pre, bg, compat, run, out),
             (2, 2) => resize_c::<2, 2>(src, w, h, nw, nh, pre, bg, compat, run, out),
             (2, 1) => resize_c::<2, 1>(src, w, h, nw, nh, pre, bg, compat, run, out),
@@ -397,26 +457,50 @@ mod tests {
                             background: None,
                         };
                         let mut got = vec![0u8; nw * nh * c];
-                        resize.run_into(&src, compat, run, &mut got).unwrap();
+                        resize
+                            .run_into(Pixels::Slice(&src), compat, run, &mut got)
+                            .unwrap();
                         assert!(got == want, "{run:?} {c}x{w}x{h}->{nw}x{nh} {compat:?}");
                         // Composited band by band: the composite of the whole result.
                         let bg = crate::config::Background {
                             square_size: 7,
                             ..crate::config::Background::kimi_k3()
                         };
-                        resize.background = Some(bg);
+                        resize.background = Some((bg, FillStage::AfterResize));
                         let mut got = vec![0u8; nw * nh * (c - 1)];
-                        resize.run_into(&src, compat, run, &mut got).unwrap();
+                        resize
+                            .run_into(Pixels::Slice(&src), compat, run, &mut got)
+                            .unwrap();
                         let want_composited = crate::composite::composite(&want, nw, c, &bg);
                         assert!(
                             got == want_composited,
                             "{run:?} composited {c}x{w}x{h}->{nw}x{nh}"
                         );
+                        // Composited before, band by band of the input: the resize
+                        // of the composited image.
+                        let composited = crate::composite::composite(&src, w, c, &bg);
+                        let want_before =
+                            resize_bicubic_with(&composited, w, h, c - 1, nw, nh, compat, SCALAR);
+                        let before = Resize {
+                            premultiplied: false,
+                            channels: c - 1,
+                            background: Some((bg, FillStage::BeforeResize)),
+                            ..resize
+                        };
+                        before
+                            .run_into(Pixels::Slice(&src), compat, run, &mut got)
+                            .unwrap();
+                        assert!(
+                            got == want_before,
+                            "{run:?} composited before {c}x{w}x{h}->{nw}x{nh}"
+                        );
                         resize.background = None;
                         resize.premultiplied = false;
                         resize.channels = c - 1;
                         let mut got = vec![0u8; nw * nh * (c - 1)];
-                        resize.run_into(&src, compat, run, &mut got).unwrap();
+                        resize
+                            .run_into(Pixels::Slice(&src), compat, run, &mut got)
+                            .unwrap();
                         assert!(
                             got == want_colour,
                             "{run:?} colour of {c}x{w}x{h}->{nw}x{nh}"

@@ -5,7 +5,7 @@
 
 use super::coefficients::Coefficients;
 use super::transpose::{columns_to_rows, rows_to_columns, ROWS};
-use super::{vertical_first, weighted_sum};
+use super::{vertical_first, weighted_sum, Pixels, ResizeFailed};
 
 use std::sync::{Mutex, PoisonError};
 
@@ -108,14 +108,41 @@ fn vertical_into(
     }
 }
 
-/// Output rows per band of the resize: each band runs its passes on its own,
-/// so the intermediate image is never whole (a few hundred KB to a few MB per
-/// band instead of up to `width * height`).
+/// Most output rows per band of the resize: each band runs its passes on its
+/// own, so the intermediate image is never whole (a few hundred KB to a few MB
+/// per band instead of up to `width * height`).
 const BAND_ROWS: usize = 64;
 
-/// Most bytes of input rows a band copies to premultiply them for a vertical
-/// pass that reads them first (the band is made shorter to stay under it).
-const PREMULTIPLIED_BAND_BYTES: usize = 4 << 20;
+/// Most bytes of working memory the bands in flight hold together: a band of
+/// a pool of `n` threads is made shorter (down to one row) to hold at most
+/// `1 / n` of it, so the threads never add more than this.
+const BANDS_BYTES: usize = 16 << 20;
+
+/// Where a resize composites pixels whose last channel is alpha onto a
+/// background: not at all, each band's input rows before its passes (the
+/// passes then read the colour channels), or each finished band of the result.
+#[derive(Clone, Copy)]
+pub(super) enum Fill<'a> {
+    /// No compositing.
+    None,
+    /// Before the resize (Kimi-K3's `before_resize`).
+    Before(&'a Compositor),
+    /// After the resize (`after_resize`).
+    After(&'a Compositor),
+}
+
+/// The working memory of one band of [`banded`], kept by a thread from band
+/// to band: the stored rows read from a source to composite, the band's
+/// input rows (copied), the intermediate rows, the transposed columns, the
+/// resized rows before they are composited.
+#[derive(Default)]
+struct Band {
+    stored: Vec<u8>,
+    copy: Vec<u8>,
+    tmp: Vec<u8>,
+    columns: Columns,
+    resized: Vec<u8>,
+}
 
 /// `v` resized to `len` bytes (new ones zero), or [`AllocFailed`].
 fn grow(v: &mut Vec<u8>, len: usize) -> Result<(), AllocFailed> {
@@ -135,7 +162,8 @@ fn pack<const S: usize, const C: usize>(src: &[u8], dst: &mut [u8]) {
 }
 
 /// The resize of `src` (`S`-byte pixels whose first `C` are the channels,
-/// `width` px a row) into `out`, packed `C`-byte pixels: the horizontal pass
+/// `width x height` px, in one buffer or read band by band from a
+/// [`RowSource`](crate::image::RowSource)) into `out`, packed `C`-byte pixels: the horizontal pass
 /// with `ch`, the vertical with `cv` (an axis without coefficients keeps its
 /// size), band by band of output rows (bands in parallel when `run.parallel`;
 /// each band runs its passes on one thread). With `premultiplied` (alpha
@@ -151,25 +179,37 @@ fn pack<const S: usize, const C: usize>(src: &[u8], dst: &mut [u8]) {
 /// with the same result). Vertical first: a band resamples vertically its own
 /// rows at full width (the vertical pass is byte-agnostic, so `S`-byte pixels
 /// are kept), then horizontally. Pillow's integer passes give the same bytes
-/// however the rows are grouped.
+/// however the rows are grouped. A band copies the input rows it reads when
+/// they come from a row source, or when they are premultiplied for a vertical
+/// pass that reads them first; it is made shorter for its working memory to
+/// fit its share of [`BANDS_BYTES`].
 ///
 /// # Errors
-/// [`AllocFailed`] when a band's working memory cannot be had (then `out` is
-/// partly written).
+/// [`ResizeFailed`] when a band's working memory cannot be had or its rows
+/// cannot be read (then `out` is partly written).
 #[allow(clippy::too_many_arguments)]
 fn banded<const S: usize, const C: usize>(
-    src: &[u8],
+    src: Pixels<'_>,
     width: usize,
+    height: usize,
     ch: Option<&Coefficients>,
     cv: Option<&Coefficients>,
     vertical_first: bool,
     premultiplied: bool,
-    composite: Option<&Compositor>,
+    fill: Fill<'_>,
     run: Execution,
     out: &mut [u8],
-) -> Result<(), AllocFailed> {
+) -> Result<(), ResizeFailed> {
+    let (before, composite) = match fill {
+        Fill::Before(c) => (Some(c), None),
+        Fill::After(c) => (None, Some(c)),
+        Fill::None => (None, None),
+    };
+    assert!(before.is_none() || (S == C && !premultiplied));
     let new_w = ch.map_or(width, |c| c.bounds.len());
     let (in_row_len, out_row_len) = (width * S, new_w * C);
+    // Bytes of a row of the stored input: composited before, a pixel has alpha too.
+    let src_row_len = width * (S + usize::from(before.is_some()));
     // Bytes of a row of `out`: composited rows drop the alpha.
     let final_row_len = if composite.is_some() {
         new_w * (C - 1)
@@ -178,22 +218,46 @@ fn banded<const S: usize, const C: usize>(
     };
     // The vertical pass reads the input rows itself (not a horizontal result).
     let vertical_reads_input = cv.is_some() && (ch.is_none() || vertical_first);
-    let copy_premultiplied = premultiplied && vertical_reads_input;
-    let band_rows = match cv {
-        Some(cv) if copy_premultiplied => {
-            let in_rows_per_out = src.len() / in_row_len / cv.bounds.len() + 1;
-            (PREMULTIPLIED_BAND_BYTES / (in_row_len * in_rows_per_out)).clamp(1, BAND_ROWS)
-        }
-        _ => BAND_ROWS,
+    // A band copies its input rows: read from a source, or premultiplied for a
+    // vertical pass (a horizontal pass premultiplies its transposed columns).
+    let streamed = matches!(src, Pixels::Rows(_));
+    let copies = streamed || before.is_some() || (premultiplied && vertical_reads_input);
+    let premultiply_copy = premultiplied && copies;
+    // Bytes a band holds per output row: its copied input rows (and the stored
+    // rows they come from, for a source, whose reader holds them too, or when
+    // composited), the intermediate rows, the result's rows.
+    let in_rows_per_out = cv.map_or(1, |cv| height / cv.bounds.len() + 1);
+    let stored_rows = if streamed || before.is_some() {
+        src_row_len
+    } else {
+        0
     };
+    let copied = if copies {
+        in_rows_per_out * (in_row_len + stored_rows)
+    } else {
+        0
+    };
+    let per_row = copied + in_rows_per_out * out_row_len + in_row_len + out_row_len;
+    let threads = if run.parallel {
+        rayon::current_num_threads()
+    } else {
+        1
+    };
+    let band_rows = (BANDS_BYTES / threads / per_row).clamp(1, BAND_ROWS);
     let path = run.path;
-    let failed: Mutex<Option<AllocFailed>> = Mutex::new(None);
+    let failed: Mutex<Option<ResizeFailed>> = Mutex::new(None);
     for_each_chunk(
         out,
         final_row_len * band_rows,
         run.parallel,
-        || (Vec::new(), Vec::new(), Columns::default(), Vec::new()),
-        |(copy, tmp, columns, resized): &mut (Vec<u8>, Vec<u8>, Columns, Vec<u8>),
+        Band::default,
+        |Band {
+             stored,
+             copy,
+             tmp,
+             columns,
+             resized,
+         }: &mut Band,
          band,
          final_band| {
             let yy0 = band * band_rows;
@@ -208,18 +272,51 @@ fn banded<const S: usize, const C: usize>(
                 }
                 None => (yy0, yy0 + rows),
             };
-            let rows_read = &src[first * in_row_len..end * in_row_len];
+            let read_len = (end - first) * in_row_len;
             // The band's passes into `out_band` (its resized rows, `C` bytes a pixel).
-            let mut passes = |out_band: &mut [u8]| -> Result<(), AllocFailed> {
-                let input: &[u8] = if copy_premultiplied {
-                    grow(copy, rows_read.len())?;
-                    copy.copy_from_slice(rows_read);
-                    premultiply(copy, S);
-                    copy
-                } else {
-                    rows_read
+            let mut passes = |out_band: &mut [u8]| -> Result<(), ResizeFailed> {
+                let input: &[u8] = match (src, before) {
+                    (Pixels::Slice(src), None) if !copies => {
+                        &src[first * src_row_len..end * src_row_len]
+                    }
+                    (Pixels::Slice(src), None) => {
+                        grow(copy, read_len)?;
+                        copy.copy_from_slice(&src[first * src_row_len..end * src_row_len]);
+                        premultiply(copy, S);
+                        copy
+                    }
+                    (Pixels::Rows(source), None) => {
+                        grow(copy, read_len)?;
+                        source
+                            .read_rows(first, end, copy)
+                            .map_err(ResizeFailed::Rows)?;
+                        if premultiply_copy {
+                            premultiply(copy, S);
+                        }
+                        copy
+                    }
+                    (src, Some(compositor)) => {
+                        let rows: &[u8] = match src {
+                            Pixels::Slice(src) => &src[first * src_row_len..end * src_row_len],
+                            Pixels::Rows(source) => {
+                                grow(stored, (end - first) * src_row_len)?;
+                                source
+                                    .read_rows(first, end, stored)
+                                    .map_err(ResizeFailed::Rows)?;
+                                stored
+                            }
+                        };
+                        grow(copy, read_len)?;
+                        let colour = copy.chunks_exact_mut(in_row_len);
+                        for (y, (row, out)) in
+                            rows.chunks_exact(src_row_len).zip(colour).enumerate()
+                        {
+                            compositor.row(first + y, row, out);
+                        }
+                        copy
+                    }
                 };
-                let premultiply_h = premultiplied && !copy_premultiplied;
+                let premultiply_h = premultiplied && !premultiply_copy;
                 let horizontal =
                     |ch, src: &[u8], premultiply, columns: &mut Columns, out: &mut [u8]| {
                         horizontal_into::<S, C>(src, width, ch, premultiply, path, columns, out)
@@ -251,7 +348,7 @@ fn banded<const S: usize, const C: usize>(
                 }
                 Ok(())
             };
-            let mut step = || -> Result<(), AllocFailed> {
+            let mut step = || -> Result<(), ResizeFailed> {
                 let Some(compositor) = composite else {
                     return passes(final_band);
                 };
@@ -284,31 +381,32 @@ fn banded<const S: usize, const C: usize>(
 /// premultiplied, as `Image.resize` returns a copy at the same size.
 ///
 /// # Errors
-/// [`AllocFailed`] when a band's working memory cannot be had.
+/// [`ResizeFailed`] as [`banded`].
 #[allow(clippy::too_many_arguments)]
 pub(super) fn resize_c<const S: usize, const C: usize>(
-    src: &[u8],
+    src: Pixels<'_>,
     width: usize,
     height: usize,
     new_width: usize,
     new_height: usize,
     premultiplied: bool,
-    composite: Option<&Compositor>,
+    fill: Fill<'_>,
     compat: PillowCompat,
     run: Execution,
     out: &mut [u8],
-) -> Result<(), AllocFailed> {
+) -> Result<(), ResizeFailed> {
     let ch = (new_width != width).then(|| Coefficients::new(width, new_width));
     let cv = (new_height != height).then(|| Coefficients::new(height, new_height));
     let premultiplied = premultiplied && (ch.is_some() || cv.is_some());
     banded::<S, C>(
         src,
         width,
+        height,
         ch.as_ref(),
         cv.as_ref(),
         vertical_first(compat, width, height, new_width, new_height),
         premultiplied,
-        composite,
+        fill,
         run,
         out,
     )
@@ -317,7 +415,46 @@ pub(super) fn resize_c<const S: usize, const C: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::image::RowSource;
     use crate::test_util::noise;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A row source over `src` (rows of `row_len` bytes) that records the
+    /// most rows one read asked for, and fails reads past row `fail_from`.
+    struct Rows<'a> {
+        src: &'a [u8],
+        row_len: usize,
+        fail_from: usize,
+        most: AtomicUsize,
+    }
+
+    impl<'a> Rows<'a> {
+        fn new(src: &'a [u8], row_len: usize) -> Self {
+            Self {
+                src,
+                row_len,
+                fail_from: usize::MAX,
+                most: AtomicUsize::new(0),
+            }
+        }
+    }
+
+    impl std::fmt::Debug for Rows<'_> {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("Rows")
+        }
+    }
+
+    impl RowSource for Rows<'_> {
+        fn read_rows(&self, first: usize, end: usize, out: &mut [u8]) -> Result<(), String> {
+            if end > self.fail_from {
+                return Err(format!("rows {first}..{end} are gone"));
+            }
+            self.most.fetch_max(end - first, Ordering::Relaxed);
+            out.copy_from_slice(&self.src[first * self.row_len..end * self.row_len]);
+            Ok(())
+        }
+    }
 
     /// The whole-image passes, in Pillow's order, without bands: what
     /// [`banded`] must equal (premultiplied around them when asked).
@@ -389,6 +526,49 @@ mod tests {
     }
 
     #[test]
+    fn a_row_source_is_read_in_short_bands_and_its_failure_returned() {
+        // 2000 px RGBA rows, 4x down: a band of one thread reads about 64 x 4
+        // rows (16 MiB of budget, 8 KB rows); the last rows fail to read.
+        let (w, h) = (2000, 1200);
+        let src = noise(w * h * 4, 3);
+        let (ch, cv) = (Coefficients::new(w, 500), Coefficients::new(h, 300));
+        let run = Execution {
+            path: SimdPath::Scalar,
+            parallel: false,
+        };
+        let mut got = vec![0u8; 300 * 500 * 4];
+        let rows = Rows::new(&src, w * 4);
+        let resize = |pixels, got: &mut [u8]| {
+            banded::<4, 4>(
+                pixels,
+                w,
+                h,
+                Some(&ch),
+                Some(&cv),
+                false,
+                true,
+                Fill::None,
+                run,
+                got,
+            )
+        };
+        resize(Pixels::Rows(&rows), &mut got).unwrap();
+        let mut want = vec![0u8; got.len()];
+        resize(Pixels::Slice(&src), &mut want).unwrap();
+        assert!(got == want);
+        let most = rows.most.load(Ordering::Relaxed);
+        assert!((200..=270).contains(&most), "{most} rows in one read");
+        let failing = Rows {
+            fail_from: 1100,
+            ..Rows::new(&src, w * 4)
+        };
+        match resize(Pixels::Rows(&failing), &mut got) {
+            Err(ResizeFailed::Rows(reason)) => assert!(reason.ends_with("are gone"), "{reason}"),
+            other => panic!("expected the source's failure, got {other:?}"),
+        }
+    }
+
+    #[test]
     fn banded_passes_equal_whole_image_passes() {
         // Several bands of output rows, both pass orders, one axis alone, last
         // band partial; with alpha, premultiplied (in the transposed band or in
@@ -423,22 +603,27 @@ mod tests {
                                 3 => banded::<3, 3>,
                                 _ => banded::<4, 4>,
                             };
-                            f(
-                                &src,
-                                w,
-                                ch,
-                                cv,
-                                vertical_first,
-                                premultiplied,
-                                None,
-                                run,
-                                &mut got,
-                            )
-                            .unwrap();
-                            assert!(
-                                got == want,
-                                "{c}x{w}x{h}->{new_w}x{new_h} vertical first {vertical_first}, premultiplied {premultiplied}"
-                            );
+                            let rows = Rows::new(&src, w * c);
+                            for pixels in [Pixels::Slice(&src), Pixels::Rows(&rows)] {
+                                got.fill(0);
+                                f(
+                                    pixels,
+                                    w,
+                                    h,
+                                    ch,
+                                    cv,
+                                    vertical_first,
+                                    premultiplied,
+                                    Fill::None,
+                                    run,
+                                    &mut got,
+                                )
+                                .unwrap();
+                                assert!(
+                                    got == want,
+                                    "{c}x{w}x{h}->{new_w}x{new_h} vertical first {vertical_first}, premultiplied {premultiplied}, {pixels:?}"
+                                );
+                            }
                         }
                     }
                 }
