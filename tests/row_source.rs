@@ -100,10 +100,11 @@ fn a_row_source_gives_the_bits_of_the_buffer() {
                     assert!(got == want, "{w}x{h}x{c} (stride {stride}) x{threads}");
                 }
             }
-            // Bands are at most a few MB: an image larger than 4 MiB is never read whole.
+            // A thread reads ahead at most a third of the bands' 16 MiB budget:
+            // an image larger than that is never read whole.
             let most = source.most.load(Ordering::Relaxed);
             assert!(
-                most < h || w * h * stride <= 4 << 20,
+                most < h || w * h * stride <= (16 << 20) / 3,
                 "{w}x{h}x{c}: one read of {most} rows"
             );
         }

@@ -292,6 +292,8 @@ pub(crate) struct PillowRows {
     /// The image (an `Image` the caller does not close: the library passes
     /// one on the same storage as the caller's, `pil_export._twin`).
     image: Py<PyAny>,
+    /// Its storage, `image.im` (a `PIL._imaging.ImagingCore`).
+    storage: Py<PyAny>,
     /// The mode each band is converted to, if any.
     convert: Option<String>,
     /// The bands' mode (the image's, or `convert`).
@@ -314,35 +316,41 @@ impl PillowRows {
 }
 
 impl crate::RowSource for PillowRows {
+    /// One crop of the rows (Pillow releases the GIL while it copies them, so
+    /// each read waits for it once more: the pipeline reads ahead in windows
+    /// of a few MB), converted when asked, exported and copied into `out`.
     fn read_rows(&self, first: usize, end: usize, out: &mut [u8]) -> Result<(), String> {
+        if out.len() != (end - first) * self.width * self.pixel_stride() {
+            return Err(format!("{} bytes asked for rows {first}..{end}", out.len()));
+        }
         Python::attach(|py| -> PyResult<()> {
-            let mut band = self
-                .image
-                .bind(py)
-                .call_method1("crop", ((0, first, self.width, end),))?;
-            if let Some(mode) = &self.convert {
-                band = band.call_method1("convert", (mode,))?;
-            }
-            let (schema, array): (Bound<'_, PyAny>, Bound<'_, PyAny>) =
-                band.call_method0("__arrow_c_array__")?.extract()?;
-            let export = checked_export(schema, array, &self.mode, (end - first) * self.width)?;
-            // `locate` checked the export's length: 1 byte a pixel for `L`, else 4.
-            let bytes = export.bytes();
-            if out.len() != (end - first) * self.width * self.pixel_stride() {
-                return Err(to_py_err(KimiError::ArrowExport {
-                    mode: crate::error::abbreviate(&self.mode),
-                    detail: format!("{} bytes asked for rows {first}..{end}", out.len()),
-                }));
-            }
-            py.detach(|| {
-                if self.channels == 2 {
-                    for (packed, pixel) in out.chunks_exact_mut(2).zip(bytes.chunks_exact(4)) {
-                        packed.copy_from_slice(&[pixel[0], pixel[3]]);
-                    }
-                } else {
-                    out.copy_from_slice(bytes);
+            let bbox = ((0, first, self.width, end),);
+            // A conversion is `Image.convert` (palette, transparency); a plain
+            // crop is the storage's own.
+            let (schema, array): (Bound<'_, PyAny>, Bound<'_, PyAny>) = match &self.convert {
+                Some(mode) => {
+                    let band = self.image.bind(py).call_method1("crop", bbox)?;
+                    let band = band.call_method1("convert", (mode,))?;
+                    band.call_method0("__arrow_c_array__")?.extract()?
                 }
-            });
+                None => {
+                    let band = self.storage.bind(py).call_method1("crop", bbox)?;
+                    (
+                        band.call_method0("__arrow_c_schema__")?,
+                        band.call_method0("__arrow_c_array__")?,
+                    )
+                }
+            };
+            // `locate` checks the export's length: 1 byte a pixel for `L`, else 4.
+            let export = checked_export(schema, array, &self.mode, (end - first) * self.width)?;
+            let bytes = export.bytes();
+            if self.channels == 2 {
+                for (packed, pixel) in out.chunks_exact_mut(2).zip(bytes.chunks_exact(4)) {
+                    packed.copy_from_slice(&[pixel[0], pixel[3]]);
+                }
+            } else {
+                out.copy_from_slice(bytes);
+            }
             Ok(())
         })
         .map_err(|e| e.to_string())
@@ -381,6 +389,7 @@ pub(crate) fn pil_rows(image: &Bound<'_, PyAny>, convert: Option<String>) -> PyR
     };
     Ok(PillowRows {
         image: image.clone().unbind(),
+        storage: image.getattr("im")?.unbind(),
         convert,
         mode,
         width,

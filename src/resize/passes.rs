@@ -131,13 +131,14 @@ pub(super) enum Fill<'a> {
     After(&'a Compositor),
 }
 
-/// The working memory of one band of [`banded`], kept by a thread from band
-/// to band: the stored rows read from a source to composite, the band's
-/// input rows (copied), the intermediate rows, the transposed columns, the
-/// resized rows before they are composited.
+/// The working memory of the bands of [`banded`] that one thread runs, kept
+/// from band to band: its window onto a row source (the rows `window_rows`,
+/// read ahead), a band's copied input rows, the intermediate rows, the
+/// transposed columns, the resized rows before they are composited.
 #[derive(Default)]
 struct Band {
-    stored: Vec<u8>,
+    window: Vec<u8>,
+    window_rows: std::ops::Range<usize>,
     copy: Vec<u8>,
     tmp: Vec<u8>,
     columns: Columns,
@@ -179,10 +180,11 @@ fn pack<const S: usize, const C: usize>(src: &[u8], dst: &mut [u8]) {
 /// with the same result). Vertical first: a band resamples vertically its own
 /// rows at full width (the vertical pass is byte-agnostic, so `S`-byte pixels
 /// are kept), then horizontally. Pillow's integer passes give the same bytes
-/// however the rows are grouped. A band copies the input rows it reads when
-/// they come from a row source, or when they are premultiplied for a vertical
-/// pass that reads them first; it is made shorter for its working memory to
-/// fit its share of [`BANDS_BYTES`].
+/// however the rows are grouped. Rows from a row source are read into the
+/// thread's window, ahead of the bands that read them; a band copies the input
+/// rows it reads to composite them (`Fill::Before`), or to premultiply them
+/// for a vertical pass that reads them first; it is made shorter for its
+/// working memory to fit its share of [`BANDS_BYTES`].
 ///
 /// # Errors
 /// [`ResizeFailed`] when a band's working memory cannot be had or its rows
@@ -220,30 +222,34 @@ fn banded<const S: usize, const C: usize>(
     let vertical_reads_input = cv.is_some() && (ch.is_none() || vertical_first);
     // A band copies its input rows: read from a source, or premultiplied for a
     // vertical pass (a horizontal pass premultiplies its transposed columns).
-    let streamed = matches!(src, Pixels::Rows(_));
-    let copies = streamed || before.is_some() || (premultiplied && vertical_reads_input);
+    // A band copies its input rows to composite them, or to premultiply them
+    // for a vertical pass (a horizontal pass premultiplies its transposed
+    // columns).
+    let copies = before.is_some() || (premultiplied && vertical_reads_input);
     let premultiply_copy = premultiplied && copies;
-    // Bytes a band holds per output row: its copied input rows (and the stored
-    // rows they come from, for a source, whose reader holds them too, or when
-    // composited), the intermediate rows, the result's rows.
-    let in_rows_per_out = cv.map_or(1, |cv| height / cv.bounds.len() + 1);
-    let stored_rows = if streamed || before.is_some() {
-        src_row_len
-    } else {
-        0
-    };
-    let copied = if copies {
-        in_rows_per_out * (in_row_len + stored_rows)
-    } else {
-        0
-    };
-    let per_row = copied + in_rows_per_out * out_row_len + in_row_len + out_row_len;
+    // A thread's share of the budget; with a source, a third of it is the
+    // thread's window of rows read ahead, a third the source's copy of them
+    // while it reads.
     let threads = if run.parallel {
         rayon::current_num_threads()
     } else {
         1
     };
-    let band_rows = (BANDS_BYTES / threads / per_row).clamp(1, BAND_ROWS);
+    let share = BANDS_BYTES / threads;
+    let (band_share, window_len) = match src {
+        Pixels::Rows(_) => (share / 3, (share / 3 / src_row_len).max(1)),
+        Pixels::Slice(_) => (share, 0),
+    };
+    // Bytes a band holds per output row: its copied input rows, the
+    // intermediate rows, the result's rows.
+    let in_rows_per_out = cv.map_or(1, |cv| height / cv.bounds.len() + 1);
+    let copied = if copies {
+        in_rows_per_out * in_row_len
+    } else {
+        0
+    };
+    let per_row = copied + in_rows_per_out * out_row_len + in_row_len + out_row_len;
+    let band_rows = (band_share / per_row).clamp(1, BAND_ROWS);
     let path = run.path;
     let failed: Mutex<Option<ResizeFailed>> = Mutex::new(None);
     for_each_chunk(
@@ -252,7 +258,8 @@ fn banded<const S: usize, const C: usize>(
         run.parallel,
         Band::default,
         |Band {
-             stored,
+             window,
+             window_rows,
              copy,
              tmp,
              columns,
@@ -275,46 +282,43 @@ fn banded<const S: usize, const C: usize>(
             let read_len = (end - first) * in_row_len;
             // The band's passes into `out_band` (its resized rows, `C` bytes a pixel).
             let mut passes = |out_band: &mut [u8]| -> Result<(), ResizeFailed> {
-                let input: &[u8] = match (src, before) {
-                    (Pixels::Slice(src), None) if !copies => {
-                        &src[first * src_row_len..end * src_row_len]
-                    }
-                    (Pixels::Slice(src), None) => {
-                        grow(copy, read_len)?;
-                        copy.copy_from_slice(&src[first * src_row_len..end * src_row_len]);
-                        premultiply(copy, S);
-                        copy
-                    }
-                    (Pixels::Rows(source), None) => {
-                        grow(copy, read_len)?;
-                        source
-                            .read_rows(first, end, copy)
-                            .map_err(ResizeFailed::Rows)?;
-                        if premultiply_copy {
-                            premultiply(copy, S);
+                // The stored rows the band reads: in place, or from this
+                // thread's window onto the source (read ahead, so that a read,
+                // which may wait for a lock such as Python's GIL, serves
+                // several bands).
+                let stored: &[u8] = match src {
+                    Pixels::Slice(src) => &src[first * src_row_len..end * src_row_len],
+                    Pixels::Rows(source) => {
+                        if !(window_rows.start <= first && end <= window_rows.end) {
+                            let ahead = (first + window_len).min(height).max(end);
+                            grow(window, (ahead - first) * src_row_len)?;
+                            source
+                                .read_rows(first, ahead, window)
+                                .map_err(ResizeFailed::Rows)?;
+                            *window_rows = first..ahead;
                         }
-                        copy
+                        let offset = window_rows.start;
+                        &window[(first - offset) * src_row_len..(end - offset) * src_row_len]
                     }
-                    (src, Some(compositor)) => {
-                        let rows: &[u8] = match src {
-                            Pixels::Slice(src) => &src[first * src_row_len..end * src_row_len],
-                            Pixels::Rows(source) => {
-                                grow(stored, (end - first) * src_row_len)?;
-                                source
-                                    .read_rows(first, end, stored)
-                                    .map_err(ResizeFailed::Rows)?;
-                                stored
-                            }
-                        };
+                };
+                let input: &[u8] = match before {
+                    Some(compositor) => {
                         grow(copy, read_len)?;
                         let colour = copy.chunks_exact_mut(in_row_len);
                         for (y, (row, out)) in
-                            rows.chunks_exact(src_row_len).zip(colour).enumerate()
+                            stored.chunks_exact(src_row_len).zip(colour).enumerate()
                         {
                             compositor.row(first + y, row, out);
                         }
                         copy
                     }
+                    None if premultiply_copy => {
+                        grow(copy, read_len)?;
+                        copy.copy_from_slice(stored);
+                        premultiply(copy, S);
+                        copy
+                    }
+                    None => stored,
                 };
                 let premultiply_h = premultiplied && !premultiply_copy;
                 let horizontal =
@@ -420,12 +424,14 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     /// A row source over `src` (rows of `row_len` bytes) that records the
-    /// most rows one read asked for, and fails reads past row `fail_from`.
+    /// most rows one read asked for and the reads, and fails reads past row
+    /// `fail_from`.
     struct Rows<'a> {
         src: &'a [u8],
         row_len: usize,
         fail_from: usize,
         most: AtomicUsize,
+        reads: AtomicUsize,
     }
 
     impl<'a> Rows<'a> {
@@ -435,6 +441,7 @@ mod tests {
                 row_len,
                 fail_from: usize::MAX,
                 most: AtomicUsize::new(0),
+                reads: AtomicUsize::new(0),
             }
         }
     }
@@ -451,6 +458,7 @@ mod tests {
                 return Err(format!("rows {first}..{end} are gone"));
             }
             self.most.fetch_max(end - first, Ordering::Relaxed);
+            self.reads.fetch_add(1, Ordering::Relaxed);
             out.copy_from_slice(&self.src[first * self.row_len..end * self.row_len]);
             Ok(())
         }
@@ -526,9 +534,10 @@ mod tests {
     }
 
     #[test]
-    fn a_row_source_is_read_in_short_bands_and_its_failure_returned() {
-        // 2000 px RGBA rows, 4x down: a band of one thread reads about 64 x 4
-        // rows (16 MiB of budget, 8 KB rows); the last rows fail to read.
+    fn a_row_source_is_read_ahead_in_windows_and_its_failure_returned() {
+        // 2000 px RGBA rows (8,000 bytes), 4x down, one thread: its window is
+        // a third of the 16 MiB budget, 699 rows, so the 1,200 rows take two
+        // reads, each serving many bands; the last rows fail to read.
         let (w, h) = (2000, 1200);
         let src = noise(w * h * 4, 3);
         let (ch, cv) = (Coefficients::new(w, 500), Coefficients::new(h, 300));
@@ -557,7 +566,8 @@ mod tests {
         resize(Pixels::Slice(&src), &mut want).unwrap();
         assert!(got == want);
         let most = rows.most.load(Ordering::Relaxed);
-        assert!((200..=270).contains(&most), "{most} rows in one read");
+        let reads = rows.reads.load(Ordering::Relaxed);
+        assert_eq!((most, reads), ((16 << 20) / 3 / 8000, 2));
         let failing = Rows {
             fail_from: 1100,
             ..Rows::new(&src, w * 4)
