@@ -62,6 +62,13 @@ pub(crate) struct AllocFailed {
     pub(crate) bytes: usize,
 }
 
+impl From<AllocFailed> for crate::KimiError {
+    /// A working buffer of an image that cannot be had: `ScratchAllocation`.
+    fn from(e: AllocFailed) -> Self {
+        Self::ScratchAllocation { bytes: e.bytes }
+    }
+}
+
 /// Element types whose all-zero bit pattern is a valid value.
 ///
 /// # Safety

@@ -401,7 +401,7 @@ pub enum KimiError {
         /// Why (the allocator's words).
         reason: String,
     },
-    /// A working buffer of an image (a resize result, a composited copy)
+    /// A working buffer of an image (a resize result, a band's rows)
     /// cannot be allocated.
     #[error("cannot allocate {bytes} bytes of working memory: out of memory")]
     ScratchAllocation {

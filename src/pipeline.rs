@@ -191,8 +191,7 @@ fn run_image<T: OutputValue>(
         ch
     };
     let kept = channels - usize::from(background.is_some() && after_resize);
-    let mut resized = Scratch::new(new_w * new_h * kept)
-        .map_err(|e| KimiError::ScratchAllocation { bytes: e.bytes })?;
+    let mut resized = Scratch::new(new_w * new_h * kept)?;
     let resize = Resize {
         width: w,
         height: h,
@@ -241,8 +240,7 @@ fn read_bands(
 ) -> Result<(), KimiError> {
     let rows = rows.min(height);
     let mut band: Vec<u8> = match pixels {
-        Pixels::Rows(_) => try_zeroed(rows * row_len)
-            .map_err(|e| KimiError::ScratchAllocation { bytes: e.bytes })?,
+        Pixels::Rows(_) => try_zeroed(rows * row_len)?,
         Pixels::Slice(_) => Vec::new(),
     };
     for first in (0..height).step_by(rows) {
@@ -297,8 +295,7 @@ fn patchify_bands<T: OutputValue>(
     };
     let compositor = background.map(|bg| Compositor::new(w, ch, bg));
     let mut composited: Vec<u8> = match compositor {
-        Some(_) => try_zeroed(rows.min(h) * w * (ch - 1))
-            .map_err(|e| KimiError::ScratchAllocation { bytes: e.bytes })?,
+        Some(_) => try_zeroed(rows.min(h) * w * (ch - 1))?,
         None => Vec::new(),
     };
     let patches_per_row = padded_w / ps * 3 * ps * ps;
@@ -810,7 +807,7 @@ pub fn resize_view(
         parallel: false,
     };
     let len = new_width * new_height * image.channels;
-    let mut out = try_zeroed(len).map_err(|e| KimiError::ScratchAllocation { bytes: e.bytes })?;
+    let mut out = try_zeroed(len)?;
     let resize = Resize {
         width: w,
         height: h,

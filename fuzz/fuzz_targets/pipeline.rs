@@ -17,6 +17,8 @@
 //!   is a byte);
 //! * the result does not depend on the thread count, and `preprocess_batch`
 //!   gives the same values as `run_batch`;
+//! * the same pixels read through a `RowSource` (`ImageView::from_rows`)
+//!   give the same values;
 //! * the bfloat16 / float16 tables give the rounding of the float32 output.
 //!
 //! Outputs larger than `MAX_VALUES` are planned but not run: the core
@@ -30,7 +32,7 @@ use std::collections::HashSet;
 use kimi_k3_rs::normalize::{NormalizeLut, OutputValue, ValueTable};
 use kimi_k3_rs::{
     plan_batch, preprocess_batch, run_batch, Background, BackgroundPattern, FillStage, ImageView,
-    KimiError, MediaProcConfig, PillowCompat,
+    KimiError, MediaProcConfig, PillowCompat, RowSource,
 };
 use libfuzzer_sys::arbitrary::{Result as ArbResult, Unstructured};
 use libfuzzer_sys::fuzz_target;
@@ -299,6 +301,20 @@ impl Bits for u16 {
     }
 }
 
+/// The rows of a buffer, `row_len` bytes each, read as a `RowSource` reads them.
+#[derive(Debug)]
+struct Rows<'a> {
+    data: &'a [u8],
+    row_len: usize,
+}
+
+impl RowSource for Rows<'_> {
+    fn read_rows(&self, first: usize, end: usize, out: &mut [u8]) -> Result<(), String> {
+        out.copy_from_slice(&self.data[first * self.row_len..end * self.row_len]);
+        Ok(())
+    }
+}
+
 /// Run the batch with one table, single-threaded and on `threads` threads.
 fn run_both<T: Bits>(
     views: &[ImageView<'_>],
@@ -389,6 +405,39 @@ fuzz_target!(|data: &[u8]| {
             "{case:?}: a value of channel {c} is not a table value"
         );
     }
+
+    // The same pixels read through row sources give the same values.
+    let sources: Vec<Rows<'_>> = case
+        .images
+        .iter()
+        .zip(&buffers)
+        .map(|(im, buf)| Rows {
+            data: buf,
+            row_len: im.width * im.channels,
+        })
+        .collect();
+    let row_views: Vec<ImageView<'_>> = case
+        .images
+        .iter()
+        .zip(&sources)
+        .map(|(im, source)| {
+            let rows = ImageView::from_rows(source, im.width, im.height, im.channels, im.channels)
+                .expect("the shape of a valid view");
+            match im.resized_from {
+                Some((w, h)) => rows.pre_resized(
+                    kimi_k3_rs::navit_resize_config(w, h, &cfg).expect("sized as the view was"),
+                ),
+                None => rows,
+            }
+        })
+        .collect();
+    let mut from_rows = vec![0f32; plan.total_values()];
+    run_batch(&row_views, &plan, &cfg, &f32_table, case.compat, case.threads, &mut from_rows)
+        .expect("run_batch of row sources");
+    assert!(
+        from_rows.iter().zip(&values).all(|(a, b)| a.to_bits() == b.to_bits()),
+        "row sources differ from buffers"
+    );
 
     // preprocess_batch (only reads V12/V13 and float32) agrees with run_batch.
     let out = preprocess_batch(&views, &cfg, case.compat).expect("preprocess_batch after a plan");

@@ -237,7 +237,7 @@ impl From<ResizeFailed> for crate::KimiError {
     /// `ScratchAllocation` for working memory, `ImageRows` for a source's rows.
     fn from(e: ResizeFailed) -> Self {
         match e {
-            ResizeFailed::Alloc(e) => Self::ScratchAllocation { bytes: e.bytes },
+            ResizeFailed::Alloc(e) => e.into(),
             ResizeFailed::Rows(reason) => Self::ImageRows {
                 reason: crate::error::abbreviate(&reason),
             },
