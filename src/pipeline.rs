@@ -218,12 +218,6 @@ fn run_image<T: OutputValue>(
     Ok(())
 }
 
-/// Rows of `row_len` bytes per band of [`read_bands`]: as many as fit in 4 MiB,
-/// a multiple of `multiple` (at least one multiple).
-fn band_rows(row_len: usize, multiple: usize) -> usize {
-    multiple * ((4 << 20) / (row_len * multiple)).max(1)
-}
-
 /// The `height` rows of `pixels` (`row_len` bytes each), `rows` at a time
 /// (fewer in the last band), each band given to `f` with its first row: read
 /// in place from a buffer, or copied from a source into one band's buffer.
@@ -289,9 +283,10 @@ fn patchify_bands<T: OutputValue>(
         (r.new_height + r.pad_height) as usize,
     );
     let row_len = w * image.pixel_stride;
+    // Whole patch rows, as many as fit in 4 MiB (one at least).
     let rows = match (pixels, background) {
         (Pixels::Slice(_), None) => h,
-        _ => band_rows(row_len, ps),
+        _ => ps * ((4 << 20) / (row_len * ps)).max(1),
     };
     let compositor = background.map(|bg| Compositor::new(w, ch, bg));
     let mut composited: Vec<u8> = match compositor {

@@ -171,7 +171,8 @@ def pil_pixels(image: Any, /) -> npt.NDArray[np.uint8]:
 
 @final
 class PillowRows:
-    """An L / LA / RGB / RGBA PIL image the core reads band by band (``pil_rows``'s result)."""
+    """A PIL image (8-bit bands, or converted to them band by band) the core reads band by band
+    (``pil_rows``'s result)."""
 
 def pil_rows(image: Any, /, convert: str | None = None) -> PillowRows:
     """The loaded PIL image ``image``, read by ``preprocess`` / ``resize_bicubic`` band by band

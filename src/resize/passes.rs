@@ -220,8 +220,6 @@ fn banded<const S: usize, const C: usize>(
     };
     // The vertical pass reads the input rows itself (not a horizontal result).
     let vertical_reads_input = cv.is_some() && (ch.is_none() || vertical_first);
-    // A band copies its input rows: read from a source, or premultiplied for a
-    // vertical pass (a horizontal pass premultiplies its transposed columns).
     // A band copies its input rows to composite them, or to premultiply them
     // for a vertical pass (a horizontal pass premultiplies its transposed
     // columns).
