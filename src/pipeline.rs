@@ -143,7 +143,7 @@ fn plan_chunk(
 /// Run one image through the pipeline into `out` (its `pixel_values` rows).
 ///
 /// No full-size copy of the input is made, whether its pixels are in one
-/// buffer or read from a [`RowSource`]: an RGB view in 4-byte pixels
+/// buffer or read from a [`RowSource`](crate::RowSource): an RGB view in 4-byte pixels
 /// ([`ImageView::with_stride`]) is read at its stride (the resize writes
 /// packed RGB; the normaliser reads the first three bytes of a pixel and
 /// ignores the fourth, as it ignores an alpha); alpha that is dropped is
@@ -768,7 +768,7 @@ pub struct Preprocessed {
 /// no premultiplication), for the modes the caller resizes before the
 /// pipeline. Only down-scales, so the output is never larger than the input.
 /// Returns packed pixels, `new_height * new_width * channels` bytes, whatever
-/// the view's pixel stride; a view of a [`RowSource`] is read band by band.
+/// the view's pixel stride; a view of a [`RowSource`](crate::RowSource) is read band by band.
 ///
 /// Source: Pillow `libImaging/Resample.c`, `ImagingResample` (8-bit bands).
 ///
