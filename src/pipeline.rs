@@ -283,10 +283,10 @@ fn patchify_bands<T: OutputValue>(
         (r.new_height + r.pad_height) as usize,
     );
     let row_len = w * image.pixel_stride;
-    // Whole patch rows, as many as fit in 4 MiB (one at least).
+    // Whole patch rows, as many as fit in 2 MiB (one at least).
     let rows = match (pixels, background) {
         (Pixels::Slice(_), None) => h,
-        _ => ps * ((4 << 20) / (row_len * ps)).max(1),
+        _ => ps * ((2 << 20) / (row_len * ps)).max(1),
     };
     let compositor = background.map(|bg| Compositor::new(w, ch, bg));
     let mut composited: Vec<u8> = match compositor {

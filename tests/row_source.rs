@@ -100,11 +100,11 @@ fn a_row_source_gives_the_bits_of_the_buffer() {
                     assert!(got == want, "{w}x{h}x{c} (stride {stride}) x{threads}");
                 }
             }
-            // A thread reads ahead at most a third of the bands' 16 MiB budget:
+            // A thread reads ahead at most a quarter of the bands' 16 MiB budget:
             // an image larger than that is never read whole.
             let most = source.most.load(Ordering::Relaxed);
             assert!(
-                most < h || w * h * stride <= (16 << 20) / 3,
+                most < h || w * h * stride <= (16 << 20) / 4,
                 "{w}x{h}x{c}: one read of {most} rows"
             );
         }

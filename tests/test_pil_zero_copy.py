@@ -161,6 +161,39 @@ def test_large_images_of_other_modes_are_resized_band_by_band(mode: str, config:
     check(image, CONFIGS[config], copies)
 
 
+@pytest.mark.parametrize("raised", [OSError("disk gone"), KeyboardInterrupt()])
+@pytest.mark.parametrize("num_threads", [1, 2])
+def test_a_band_that_cannot_be_read_names_the_image_and_ctrl_c_stays_ctrl_c(
+    raised: BaseException, num_threads: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A P image over one block under K3 is converted to RGB band by band during the
+    # call; the conversion of the fourth band fails. An Exception is the image's
+    # ImageError; a KeyboardInterrupt is raised as it is (not an ImageError, which a
+    # loop recording per-image errors would swallow). The next call works.
+    image = owned(3000, 2800, "RGB", seed=21).convert("P")
+    cfg_k3 = {**CONFIGS["k3"], "in_patch_limit": 60_000, "patch_limit_on_one_side": 400}  # not resized
+    want = reference_preprocess([image], cfg_k3)
+    original, bands = Image.Image.convert, []
+
+    def failing(self: Image.Image, *args: Any, **kwargs: Any) -> Image.Image:
+        if self.size[0] == 3000 and self.size[1] < 2800:  # a band of the image
+            bands.append(self.size)
+            if len(bands) == 4:
+                raise raised
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Image.Image, "convert", failing)
+    if isinstance(raised, KeyboardInterrupt):
+        with pytest.raises(KeyboardInterrupt):
+            kimi_k3_rs.preprocess([image, image], cfg_k3, num_threads=num_threads)
+    else:
+        with pytest.raises(kimi_k3_rs.ImageError, match=r"^image \d: cannot read the image's rows: OSError: disk gone"):
+            kimi_k3_rs.preprocess([image, image], cfg_k3, num_threads=num_threads)
+    assert len(bands) >= 4
+    monkeypatch.setattr(Image.Image, "convert", original)
+    assert_output_matches(kimi_k3_rs.preprocess(image, cfg_k3, num_threads=num_threads), want)
+
+
 def test_a_multi_block_image_is_not_copied_before_the_call() -> None:
     """Without the opt-in, an image over one Pillow block goes to the core as a
     ``PillowRows``, which reads it band by band during the call: nothing of its pixels

@@ -298,12 +298,26 @@ pub(crate) struct PillowRows {
     convert: Option<String>,
     /// The bands' mode (the image's, or `convert`).
     mode: String,
+    /// A `BaseException` that is not an `Exception` (`KeyboardInterrupt`,
+    /// `SystemExit`) raised while rows were read: re-raised as it is after
+    /// the call ([`PillowRows::take_interrupt`]), not turned into an
+    /// `ImageError`.
+    interrupt: std::sync::Mutex<Option<PyErr>>,
     pub(crate) width: usize,
     pub(crate) height: usize,
     pub(crate) channels: usize,
 }
 
 impl PillowRows {
+    /// The `KeyboardInterrupt` (or other non-`Exception`) a read met, if any:
+    /// the caller raises it in place of the read's `ImageError`.
+    pub(crate) fn take_interrupt(&self) -> Option<PyErr> {
+        self.interrupt
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
+
     /// Bytes from one pixel to the next in the bands: Pillow's 4 for three
     /// bands, else the channels (two bands are packed from bytes 0 and 3).
     pub(crate) fn pixel_stride(&self) -> usize {
@@ -353,7 +367,17 @@ impl crate::RowSource for PillowRows {
             }
             Ok(())
         })
-        .map_err(|e| e.to_string())
+        .map_err(|e| {
+            let text = e.to_string();
+            if !Python::attach(|py| e.is_instance_of::<pyo3::exceptions::PyException>(py)) {
+                let mut interrupt = self
+                    .interrupt
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                interrupt.get_or_insert(e);
+            }
+            text
+        })
     }
 }
 
@@ -391,6 +415,7 @@ pub(crate) fn pil_rows(image: &Bound<'_, PyAny>, convert: Option<String>) -> PyR
         image: image.clone().unbind(),
         storage: image.getattr("im")?.unbind(),
         convert,
+        interrupt: std::sync::Mutex::new(None),
         mode,
         width,
         height,

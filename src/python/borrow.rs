@@ -208,6 +208,15 @@ pub(crate) fn borrow_batch<'py>(
         .collect()
 }
 
+/// The `KeyboardInterrupt` (or other non-`Exception`) that reading the rows
+/// of one of `images` met, if any (taken: it is raised once).
+pub(crate) fn interrupt(images: &[Borrowed<'_>]) -> Option<PyErr> {
+    images.iter().find_map(|image| match image {
+        Borrowed::Rows(rows) => rows.get().take_interrupt(),
+        _ => None,
+    })
+}
+
 /// Core views of a borrowed batch (no copy: an encoded file is decoded, and
 /// a `PillowRows` read band by band, when the pipeline runs it).
 pub(crate) fn batch_views<'a>(

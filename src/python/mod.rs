@@ -351,12 +351,18 @@ fn preprocess<'py>(
             }))
         }
     }
-    .map_err(|e| match e {
-        KimiError::AtImage { index, error } => names.error(index, *error),
-        KimiError::OutOverlap { index } => to_py_err(KimiError::OutOverlap {
-            index: names.index(index),
-        }),
-        e => to_py_err(e),
+    .map_err(|e| {
+        // A Ctrl-C met while a PIL image's rows were read is raised as it is.
+        if let Some(interrupt) = borrow::interrupt(&borrowed) {
+            return interrupt;
+        }
+        match e {
+            KimiError::AtImage { index, error } => names.error(index, *error),
+            KimiError::OutOverlap { index } => to_py_err(KimiError::OutOverlap {
+                index: names.index(index),
+            }),
+            e => to_py_err(e),
+        }
     })?;
     Ok((out, grid_array(py, &done.grid_thws)?))
 }
@@ -396,7 +402,10 @@ fn resize_bicubic<'py>(
     let compat = options.inner.compat();
     let resized = py
         .detach(|| crate::pipeline::resize_view(&view, new_width, new_height, compat))
-        .map_err(to_py_err)?;
+        .map_err(|e| {
+            rows.and_then(|rows| rows.get().take_interrupt())
+                .unwrap_or_else(|| to_py_err(e))
+        })?;
     let mut shape = vec![new_height, new_width];
     if three_d {
         shape.push(view.channels());
@@ -485,6 +494,10 @@ mod _native {
         };
         m.add("build_profile", profile)?;
         m.add("simd_path", crate::simd::SimdPath::detect().name())?;
+        // numpy's C API, loaded now: rust-numpy loads it on first use and
+        // panics if that fails, and a first use after a long GIL-free call
+        // can meet a pending KeyboardInterrupt.
+        numpy::PyArray1::<u8>::zeros(m.py(), 0, false);
         let mut names: Vec<String> = m
             .dict()
             .keys()

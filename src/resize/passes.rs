@@ -181,7 +181,7 @@ fn pack<const S: usize, const C: usize>(src: &[u8], dst: &mut [u8]) {
 /// rows at full width (the vertical pass is byte-agnostic, so `S`-byte pixels
 /// are kept), then horizontally. Pillow's integer passes give the same bytes
 /// however the rows are grouped. Rows from a row source are read into the
-/// thread's window, ahead of the bands that read them; a band copies the input
+/// thread's window (a quarter of its share), ahead of the bands that read them; a band copies the input
 /// rows it reads to composite them (`Fill::Before`), or to premultiply them
 /// for a vertical pass that reads them first; it is made shorter for its
 /// working memory to fit its share of [`BANDS_BYTES`].
@@ -225,9 +225,9 @@ fn banded<const S: usize, const C: usize>(
     // columns).
     let copies = before.is_some() || (premultiplied && vertical_reads_input);
     let premultiply_copy = premultiplied && copies;
-    // A thread's share of the budget; with a source, a third of it is the
-    // thread's window of rows read ahead, a third the source's copy of them
-    // while it reads.
+    // A thread's share of the budget; with a source, a quarter of it is the
+    // thread's window of rows read ahead, a quarter (or two, converted) the
+    // source's copies of them while it reads, a quarter the band's.
     let threads = if run.parallel {
         rayon::current_num_threads()
     } else {
@@ -235,7 +235,7 @@ fn banded<const S: usize, const C: usize>(
     };
     let share = BANDS_BYTES / threads;
     let (band_share, window_len) = match src {
-        Pixels::Rows(_) => (share / 3, (share / 3 / src_row_len).max(1)),
+        Pixels::Rows(_) => (share / 4, (share / 4 / src_row_len).max(1)),
         Pixels::Slice(_) => (share, 0),
     };
     // Bytes a band holds per output row: its copied input rows, the
@@ -534,8 +534,8 @@ mod tests {
     #[test]
     fn a_row_source_is_read_ahead_in_windows_and_its_failure_returned() {
         // 2000 px RGBA rows (8,000 bytes), 4x down, one thread: its window is
-        // a third of the 16 MiB budget, 699 rows, so the 1,200 rows take two
-        // reads, each serving many bands; the last rows fail to read.
+        // a quarter of the 16 MiB budget, 524 rows, so the 1,200 rows take
+        // three reads, each serving many bands; the last rows fail to read.
         let (w, h) = (2000, 1200);
         let src = noise(w * h * 4, 3);
         let (ch, cv) = (Coefficients::new(w, 500), Coefficients::new(h, 300));
@@ -565,7 +565,7 @@ mod tests {
         assert!(got == want);
         let most = rows.most.load(Ordering::Relaxed);
         let reads = rows.reads.load(Ordering::Relaxed);
-        assert_eq!((most, reads), ((16 << 20) / 3 / 8000, 2));
+        assert_eq!((most, reads), ((16 << 20) / 4 / 8000, 3));
         let failing = Rows {
             fail_from: 1100,
             ..Rows::new(&src, w * 4)
