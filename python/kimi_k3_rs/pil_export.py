@@ -56,14 +56,15 @@ def enable_pillow_zero_copy() -> None:
     _pillow_core.set_use_block_allocator(1)
 
 
-def _exportable(image: Image.Image, modes: frozenset[str] = _EXPORTED_MODES) -> bool:
+def _exportable(image: Image.Image, modes: frozenset[str] | None = _EXPORTED_MODES) -> bool:
     """Whether ``image`` has one of the ``modes`` this library reads from Pillow's
-    export, pixels, and a Pillow whose export of it (or of its crops) is safe: Pillow
+    export (None: any mode, for an image whose bands are converted before they are
+    exported), pixels, and a Pillow whose export of it (or of its crops) is safe: Pillow
     >= 11.2.1, rows without padding (the export of 11.2.1 - 12.3 ignores
     ``Image.core.set_alignment``'s padded rows)."""
     width, height = image.size
     return (
-        image.mode in modes
+        (modes is None or image.mode in modes)
         and hasattr(image, "__arrow_c_array__")
         and width * height > 0
         and _pillow_core.get_alignment() == 1
@@ -132,7 +133,6 @@ def _converted_rows(image: Image.Image, mode: str) -> _native.PillowRows | None:
     these modes are pixel by pixel, so the bands are the whole conversion's, and it is
     never held whole. None where Pillow cannot export the bands (the caller converts
     the whole image)."""
-    width, height = image.size
-    if not (hasattr(image, "__arrow_c_array__") and width * height > 0 and _pillow_core.get_alignment() == 1):
+    if not _exportable(image, None):
         return None
     return _native.pil_rows(_twin(image), mode)

@@ -303,8 +303,8 @@ pub(crate) struct PillowRows {
     /// the call ([`PillowRows::take_interrupt`]), not turned into an
     /// `ImageError`.
     interrupt: std::sync::Mutex<Option<PyErr>>,
-    pub(crate) width: usize,
-    pub(crate) height: usize,
+    width: usize,
+    height: usize,
     pub(crate) channels: usize,
 }
 
@@ -320,12 +320,21 @@ impl PillowRows {
 
     /// Bytes from one pixel to the next in the bands: Pillow's 4 for three
     /// bands, else the channels (two bands are packed from bytes 0 and 3).
-    pub(crate) fn pixel_stride(&self) -> usize {
+    fn pixel_stride(&self) -> usize {
         if self.channels == 3 {
             4
         } else {
             self.channels
         }
+    }
+
+    /// The core's view of the image, its rows read from `self` as needed.
+    ///
+    /// # Errors
+    /// As [`ImageView::from_rows`](crate::ImageView::from_rows).
+    pub(crate) fn view(&self) -> Result<crate::ImageView<'_>, KimiError> {
+        let stride = self.pixel_stride();
+        crate::ImageView::from_rows(self, self.width, self.height, self.channels, stride)
     }
 }
 
@@ -397,20 +406,12 @@ impl crate::RowSource for PillowRows {
 #[pyfunction]
 #[pyo3(signature = (image, /, convert = None))]
 pub(crate) fn pil_rows(image: &Bound<'_, PyAny>, convert: Option<String>) -> PyResult<PillowRows> {
-    let (mode, width, height, channels) = match &convert {
-        None => exported_shape(
-            image,
-            None,
-            &STORED_MODES,
-            "the mode is not an 8-bit mode Pillow exports",
-        )?,
-        Some(mode) => exported_shape(
-            image,
-            Some(mode),
-            &STORED_MODES,
-            "the mode converted to is not an 8-bit mode Pillow exports",
-        )?,
+    let rule = match convert {
+        None => "the mode is not an 8-bit mode Pillow exports",
+        Some(_) => "the mode converted to is not an 8-bit mode Pillow exports",
     };
+    let (mode, width, height, channels) =
+        exported_shape(image, convert.as_deref(), &STORED_MODES, rule)?;
     Ok(PillowRows {
         image: image.clone().unbind(),
         storage: image.getattr("im")?.unbind(),

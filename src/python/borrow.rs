@@ -234,12 +234,7 @@ pub(crate) fn batch_views<'a>(
                 ImageView::encoded(encoded.data.as_bytes(py), encoded.header)
                     .map_err(|e| names.error(k, e))
             }
-            Borrowed::Rows(rows) => {
-                let rows = rows.get();
-                let stride = rows.pixel_stride();
-                ImageView::from_rows(rows, rows.width, rows.height, rows.channels, stride)
-                    .map_err(|e| names.error(k, e))
-            }
+            Borrowed::Rows(rows) => rows.get().view().map_err(|e| names.error(k, e)),
         })
         .collect()
 }

@@ -387,15 +387,7 @@ fn resize_bicubic<'py>(
     let (view, three_d): (ImageView<'_>, bool) = match rows {
         Some(rows) => {
             let rows = rows.get();
-            let view = ImageView::from_rows(
-                rows,
-                rows.width,
-                rows.height,
-                rows.channels,
-                rows.pixel_stride(),
-            )
-            .map_err(to_py_err)?;
-            (view, rows.channels > 1)
+            (rows.view().map_err(to_py_err)?, rows.channels > 1)
         }
         None => (image_views(&arrays, Names::Lone)?[0], arrays[0].ndim() == 3),
     };

@@ -223,8 +223,8 @@ fn banded<const S: usize, const C: usize>(
     // A band copies its input rows to composite them, or to premultiply them
     // for a vertical pass (a horizontal pass premultiplies its transposed
     // columns).
-    let copies = before.is_some() || (premultiplied && vertical_reads_input);
-    let premultiply_copy = premultiplied && copies;
+    let premultiply_copy = premultiplied && vertical_reads_input;
+    let copies = before.is_some() || premultiply_copy;
     // A thread's share of the budget; with a source, a quarter of it is the
     // thread's window of rows read ahead, a quarter (or two, converted) the
     // source's copies of them while it reads, a quarter the band's.
