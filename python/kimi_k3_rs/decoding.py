@@ -249,7 +249,11 @@ def _load_into_array(image: Image.Image) -> np.ndarray | None:
     mode, depth = storage
     if width * height * depth <= _pillow_core.get_block_size():
         return None
-    array = np.empty((height, width, depth) if depth > 1 else (height, width), np.uint8)
+    # Zeroed, as Pillow's own storage is (``ImagingAllocateArray``: calloc): several
+    # decoders finish without writing every pixel (a PNG whose zlib stream ends early
+    # on a row boundary, an APNG whose first frame is smaller than the canvas), and
+    # the reference reads zeros there.
+    array = np.zeros((height, width, depth) if depth > 1 else (height, width), np.uint8)
     mapped = Image.frombuffer(mode, image.size, array, "raw", mode, 0, 1).im
     image.im = mapped
     _load(image)
