@@ -14,7 +14,42 @@
 
 use std::cell::RefCell;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
+
+/// The byte every buffer of unspecified contents starts as while poison is on
+/// ([`set_poison`]).
+pub const POISON_BYTE: u8 = 0xA5;
+
+static POISON: AtomicBool = AtomicBool::new(false);
+
+/// Turn the poison mode on or off for the whole process; returns the previous
+/// setting. For tests: while it is on, every buffer whose contents are
+/// unspecified until written (a thread's `Scratch` buffers, new or reused,
+/// the windows and working rows of the banded resize, the bands read from a
+/// row source, output memory new or pooled, and, in the Python binding, new
+/// numpy outputs and an `out=` array) starts as [`POISON_BYTE`] bytes, so that
+/// a byte read before it is written shows in the output. Buffers whose zeros
+/// are read by design are zero either way. Off by default; costs one pass over
+/// each such buffer while on.
+pub fn set_poison(on: bool) -> bool {
+    POISON.swap(on, Ordering::Relaxed)
+}
+
+/// Fill `data` with [`POISON_BYTE`] bytes when the poison mode is on.
+pub(crate) fn poison<T: Zeroable>(data: &mut [T]) {
+    if POISON.load(Ordering::Relaxed) {
+        // SAFETY: `T` accepts every bit pattern (`Zeroable`), and the byte view
+        // covers exactly `data`, which this call borrows mutably.
+        let bytes = unsafe {
+            std::slice::from_raw_parts_mut(
+                data.as_mut_ptr().cast::<u8>(),
+                std::mem::size_of_val(data),
+            )
+        };
+        bytes.fill(POISON_BYTE);
+    }
+}
 
 /// Bytes of an x86-64 / arm64 transparent huge page.
 pub(crate) const HUGE_PAGE: usize = 2 << 20;
@@ -69,12 +104,13 @@ impl From<AllocFailed> for crate::KimiError {
     }
 }
 
-/// Element types whose all-zero bit pattern is a valid value.
+/// Element types every bit pattern of which is a valid value (all zeros, or
+/// [`POISON_BYTE`] bytes).
 ///
 /// # Safety
-/// An implementor must accept the all-zero bit pattern as a value.
+/// An implementor must accept every bit pattern as a value.
 pub(crate) unsafe trait Zeroable: Copy {}
-// SAFETY: 0, 0 and 0.0.
+// SAFETY: every bit pattern is a u8 (a u16, an f32).
 unsafe impl Zeroable for u8 {}
 // SAFETY: as for u8.
 unsafe impl Zeroable for u16 {}
@@ -108,6 +144,16 @@ pub(crate) fn try_zeroed<T: Zeroable>(n: usize) -> Result<Vec<T>, AllocFailed> {
     Ok(data)
 }
 
+/// `n` values whose contents are unspecified until written: zero, or
+/// [`POISON_BYTE`] bytes while the poison mode is on ([`set_poison`]). For a
+/// buffer its user writes in full before reading it; [`try_zeroed`] where the
+/// zeros are read.
+pub(crate) fn try_buffer<T: Zeroable>(n: usize) -> Result<Vec<T>, AllocFailed> {
+    let mut data = try_zeroed(n)?;
+    poison(&mut data);
+    Ok(data)
+}
+
 /// The largest scratch buffer a thread keeps after use, and how many it keeps:
 /// a 12 MP RGB photo's decode is 36 MB, the resize of an 8000x8000 image under
 /// K3 38 MB, so a worker keeps both for its next image (at most 128 MiB per
@@ -127,7 +173,8 @@ thread_local! {
 /// dropped.
 ///
 /// Its contents are unspecified (zero when new, an earlier image's bytes when
-/// reused): a user writes every byte it reads.
+/// reused, [`POISON_BYTE`] bytes either way while the poison mode is on): a
+/// user writes every byte it reads.
 #[derive(Debug)]
 pub(crate) struct Scratch(Vec<u8>);
 
@@ -147,14 +194,16 @@ impl Scratch {
             })
             .ok()
             .flatten();
-        match kept {
+        let mut data = match kept {
             // Within the capacity: no allocation, only the new tail is zeroed.
             Some(mut data) => {
                 data.resize(len, 0);
-                Ok(Self(data))
+                data
             }
-            None => try_zeroed(len).map(Self),
-        }
+            None => try_zeroed(len)?,
+        };
+        poison(&mut data);
+        Ok(Self(data))
     }
 }
 
@@ -193,7 +242,8 @@ impl Drop for Scratch {
 
 /// A page-aligned block of memory, its length a multiple of [`HUGE_PAGE`], with
 /// huge pages asked for. Its contents are unspecified (zero when new, a
-/// previous output's values when pooled): a user writes every byte it reads.
+/// previous output's values when pooled, [`POISON_BYTE`] bytes either way
+/// while the poison mode is on): a user writes every byte it reads.
 #[cfg_attr(not(feature = "python"), allow(dead_code))]
 #[derive(Debug)]
 pub(crate) struct OutputMemory {
@@ -311,20 +361,22 @@ fn fits(len: usize, bytes: usize) -> bool {
 /// new blocks, never deadlocked.
 #[cfg_attr(not(feature = "python"), allow(dead_code))]
 pub(crate) fn take_output(bytes: usize) -> Option<OutputMemory> {
-    if bytes >= POOL_MIN_BYTES {
-        if let Ok(mut pool) = POOL.try_lock() {
+    let pooled = (bytes >= POOL_MIN_BYTES)
+        .then(|| POOL.try_lock().ok())
+        .flatten()
+        .and_then(|mut pool| {
             let best = pool
                 .iter()
                 .enumerate()
                 .filter(|(_, m)| fits(m.len, bytes))
                 .min_by_key(|(_, m)| m.len)
-                .map(|(i, _)| i);
-            if let Some(i) = best {
-                return Some(pool.remove(i));
-            }
-        }
-    }
-    OutputMemory::new(bytes)
+                .map(|(i, _)| i)?;
+            Some(pool.remove(best))
+        });
+    let memory = pooled.or_else(|| OutputMemory::new(bytes))?;
+    // SAFETY: the block is `len` bytes, owned by `memory` alone.
+    poison(unsafe { std::slice::from_raw_parts_mut(memory.as_ptr(), memory.len()) });
+    Some(memory)
 }
 
 /// Return an output's memory once nothing refers to it any more: kept for a
@@ -353,9 +405,15 @@ pub(crate) fn give_back(memory: OutputMemory) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::PoisonError;
+
+    /// Held by the tests that turn the poison mode on, and by those that read
+    /// back what an earlier user left in a buffer.
+    static POISON_SWITCH: Mutex<()> = Mutex::new(());
 
     #[test]
     fn output_memory_is_aligned_writable_and_pooled() {
+        let _switch = POISON_SWITCH.lock().unwrap_or_else(PoisonError::into_inner);
         let bytes = POOL_MIN_BYTES + 12345;
         let first = take_output(bytes).unwrap();
         assert_eq!(first.len() % HUGE_PAGE, 0);
@@ -400,7 +458,40 @@ mod tests {
     }
 
     #[test]
+    fn poison_fills_every_buffer_of_unspecified_contents() {
+        // Other tests running meanwhile see the poison too: a correct user
+        // writes every byte it reads, so their results do not change.
+        let _switch = POISON_SWITCH.lock().unwrap_or_else(PoisonError::into_inner);
+        let previous = set_poison(true);
+        let reused = std::thread::spawn(|| {
+            let mut first = Scratch::new(3 * HUGE_PAGE).unwrap();
+            first.fill(9);
+            drop(first);
+            let again = Scratch::new(HUGE_PAGE + 5).unwrap();
+            again.iter().all(|&b| b == POISON_BYTE)
+        })
+        .join()
+        .unwrap();
+        let fresh = Scratch::new(1000)
+            .unwrap()
+            .iter()
+            .all(|&b| b == POISON_BYTE);
+        let buffer = try_buffer::<f32>(33).unwrap();
+        let output = take_output(POOL_MIN_BYTES).unwrap();
+        // SAFETY: the block is `len` bytes, owned here.
+        let block = unsafe { std::slice::from_raw_parts(output.as_ptr(), output.len()) };
+        let output_poisoned = block.iter().all(|&b| b == POISON_BYTE);
+        give_back(output);
+        // Zeros that are read by design stay zeros.
+        let zeroed = try_zeroed::<u8>(100).unwrap().iter().all(|&b| b == 0);
+        set_poison(previous);
+        assert!(reused && fresh && output_poisoned && zeroed);
+        assert!(buffer.iter().all(|v| v.to_bits() == 0xA5A5_A5A5));
+    }
+
+    #[test]
     fn scratch_is_reused_on_its_thread() {
+        let _switch = POISON_SWITCH.lock().unwrap_or_else(PoisonError::into_inner);
         std::thread::spawn(|| {
             let mut first = Scratch::new(3 * HUGE_PAGE).unwrap();
             first[5] = 9;

@@ -18,6 +18,7 @@ pub mod simd;
 #[cfg(feature = "python")]
 mod python;
 
+pub use buffers::{set_poison, POISON_BYTE};
 pub use config::{
     Background, BackgroundPattern, FillStage, MediaProcConfig, PillowCompat, VideoConfig,
 };

@@ -6,10 +6,10 @@
 //! `transparent_bg_fill_stage` order of composite and resize) for images held
 //! as 8-bit `L` (1 channel), `LA` (2), `RGB` (3) or `RGBA` (4).
 
-use crate::buffers::{try_zeroed, Scratch, Zeroable};
+use crate::buffers::{poison, try_buffer, AllocFailed, Scratch, Zeroable};
 use crate::composite::Compositor;
 use crate::config::{Background, FillStage, MediaProcConfig, PillowCompat};
-use crate::decode::{decode_into, Limits};
+use crate::decode::{decode_into, Header, Limits};
 use crate::error::KimiError;
 use crate::geometry::{self, navit_resize_config, ResizeConfig};
 use crate::image::ImageView;
@@ -234,7 +234,7 @@ fn read_bands(
 ) -> Result<(), KimiError> {
     let rows = rows.min(height);
     let mut band: Vec<u8> = match pixels {
-        Pixels::Rows(_) => try_zeroed(rows * row_len)?,
+        Pixels::Rows(_) => try_buffer(rows * row_len)?,
         Pixels::Slice(_) => Vec::new(),
     };
     for first in (0..height).step_by(rows) {
@@ -290,7 +290,7 @@ fn patchify_bands<T: OutputValue>(
     };
     let compositor = background.map(|bg| Compositor::new(w, ch, bg));
     let mut composited: Vec<u8> = match compositor {
-        Some(_) => try_zeroed(rows.min(h) * w * (ch - 1))?,
+        Some(_) => try_buffer(rows.min(h) * w * (ch - 1))?,
         None => Vec::new(),
     };
     let patches_per_row = padded_w / ps * 3 * ps * ps;
@@ -336,12 +336,7 @@ fn run_view<T: OutputValue>(
         return run_image(image, r, cfg, table, compat, run, out);
     };
     let len = header.decoded_len()?;
-    let mut buffer = Scratch::new(len).map_err(|e| KimiError::DecodeAllocation {
-        width: header.width,
-        height: header.height,
-        channels: header.channels,
-        reason: format!("out of memory ({} bytes)", e.bytes),
-    })?;
+    let mut buffer = Scratch::new(len).map_err(|e| decode_allocation(&header, e))?;
     decode_into(image.data, &header, &Limits::default(), &mut buffer)?;
     let pixels = ImageView {
         data: &buffer,
@@ -349,6 +344,17 @@ fn run_view<T: OutputValue>(
         ..*image
     };
     run_image(&pixels, r, cfg, table, compat, run, out)
+}
+
+/// `KimiError::DecodeAllocation`: the buffer for the pixels of the file of
+/// `header` could not be had.
+pub(crate) fn decode_allocation(header: &Header, e: AllocFailed) -> KimiError {
+    KimiError::DecodeAllocation {
+        width: header.width,
+        height: header.height,
+        channels: header.channels,
+        reason: format!("out of memory ({} bytes)", e.bytes),
+    }
 }
 
 /// The sizing of a whole batch, computed before any pixel work.
@@ -802,7 +808,7 @@ pub fn resize_view(
         parallel: false,
     };
     let len = new_width * new_height * image.channels;
-    let mut out = try_zeroed(len)?;
+    let mut out = try_buffer(len)?;
     let resize = Resize {
         width: w,
         height: h,
@@ -898,9 +904,10 @@ pub fn overlapping_image(
     })
 }
 
-/// A zero-filled buffer of `n` values ([`try_zeroed`]), or `KimiError::Allocation`.
-fn zeroed<T: Zeroable>(n: usize, shape: [usize; 4]) -> Result<Vec<T>, KimiError> {
-    try_zeroed(n).map_err(|e| KimiError::Allocation {
+/// A new output of `n` values ([`try_buffer`]: every one is written), or
+/// `KimiError::Allocation`.
+fn new_values<T: Zeroable>(n: usize, shape: [usize; 4]) -> Result<Vec<T>, KimiError> {
+    try_buffer(n).map_err(|e| KimiError::Allocation {
         shape: format!("{shape:?}"),
         reason: format!("out of memory ({} bytes)", e.bytes),
     })
@@ -958,13 +965,13 @@ pub fn run_planned(
     };
     let pixel_values = match (out, options.dtype()) {
         (Output::New, OutputDtype::Float32) => {
-            let mut values = zeroed(plan.total_values(), shape)?;
+            let mut values = new_values(plan.total_values(), shape)?;
             let table = ValueTable::float32(&lut);
             run_batch(images, &plan, config, &table, compat, threads, &mut values)?;
             Some(PixelValues::Float32(values))
         }
         (Output::New, _) => {
-            let mut values = zeroed(plan.total_values(), shape)?;
+            let mut values = new_values(plan.total_values(), shape)?;
             run_batch(
                 images,
                 &plan,
@@ -978,12 +985,14 @@ pub fn run_planned(
         }
         (Output::Float32(buf), dtype) => {
             check_out(&buf, images, dtype, false, shape)?;
+            poison(buf.values);
             let table = ValueTable::float32(&lut);
             run_batch(images, &plan, config, &table, compat, threads, buf.values)?;
             None
         }
         (Output::Bits16(buf), dtype) => {
             check_out(&buf, images, dtype, true, shape)?;
+            poison(buf.values);
             run_batch(
                 images,
                 &plan,

@@ -58,3 +58,17 @@ def ref_compat() -> str:
 def photos():
     """The real photos (tests/data + the package's embedded rocket.jpg), loaded once."""
     return {name: helpers.photo(name) for name in helpers.PHOTOS + ["rocket.jpg"]}
+
+
+@pytest.fixture
+def poison():
+    """The core's poison mode on for the test (``_native._set_poison``): every buffer of
+    unspecified contents starts as 0xA5 bytes, so a byte read before it is written shows
+    as a mismatch against the reference."""
+    from kimi_k3_rs import _native
+
+    previous = _native._set_poison(True)
+    try:
+        yield
+    finally:
+        _native._set_poison(previous)

@@ -161,6 +161,9 @@ def load_libjpeg(path: str | os.PathLike[str], /) -> str:
 def decode_image(data: bytes, /, *, exif_transpose: bool = False) -> tuple[str, Any]:
     """("native", uint8 array) | ("pillow", reason) | ("unknown", "") for one encoded file."""
 
+def _set_poison(on: bool, /) -> bool:
+    """Test switch: buffers of unspecified contents start as 0xA5 bytes; the previous setting."""
+
 def image_size(image: npt.NDArray[Any], /) -> tuple[int, int]:
     """(width, height) of a uint8 HxW / HxWxC array, checked as preprocess checks it."""
 

@@ -458,6 +458,14 @@ fn image_size(image: Bound<'_, PyAny>) -> PyResult<(usize, usize)> {
     Ok((width, height))
 }
 
+/// `_set_poison(on)`: the core's poison mode ([`crate::set_poison`]), for
+/// tests; returns the previous setting.
+#[pyfunction]
+#[pyo3(name = "_set_poison", signature = (on, /))]
+fn set_poison(on: bool) -> bool {
+    crate::set_poison(on)
+}
+
 /// `kimi_k3_rs._native`: the compiled core.
 #[pymodule(gil_used = false)]
 mod _native {
@@ -472,8 +480,8 @@ mod _native {
     #[pymodule_export]
     use super::{
         composite, count_image_tokens, count_video_chunk_tokens, image_size, navit_resize_config,
-        navit_resize_video_chunk, preprocess, resize_bicubic, size_items, PyMediaProcConfig,
-        PyOptions,
+        navit_resize_video_chunk, preprocess, resize_bicubic, set_poison, size_items,
+        PyMediaProcConfig, PyOptions,
     };
 
     #[pymodule_init]

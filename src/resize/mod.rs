@@ -29,7 +29,7 @@ mod sse41;
 
 pub use coefficients::{bicubic_filter, Coefficients};
 
-use crate::buffers::{try_zeroed, AllocFailed};
+use crate::buffers::{try_buffer, AllocFailed};
 use crate::composite::Compositor;
 use crate::config::{Background, FillStage, PillowCompat};
 use crate::image::RowSource;
@@ -190,7 +190,7 @@ pub fn resize_bicubic_strided(
     let n = new_width
         .saturating_mul(new_height)
         .saturating_mul(channels);
-    let mut out = try_zeroed::<u8>(n).unwrap_or_else(|e| abort(e));
+    let mut out = try_buffer::<u8>(n).unwrap_or_else(|e| abort(e));
     let resize = Resize {
         width,
         height,

@@ -9,7 +9,7 @@ use super::{vertical_first, weighted_sum, Pixels, ResizeFailed};
 
 use std::sync::{Mutex, PoisonError};
 
-use crate::buffers::AllocFailed;
+use crate::buffers::{poison, AllocFailed};
 use crate::composite::{muldiv255, premultiply, unpremultiply, Compositor};
 use crate::config::PillowCompat;
 use crate::par::for_each_chunk;
@@ -145,13 +145,17 @@ struct Band {
     resized: Vec<u8>,
 }
 
-/// `v` resized to `len` bytes (new ones zero), or [`AllocFailed`].
+/// `v` resized to `len` bytes of unspecified contents (an earlier band's
+/// bytes, new ones zero; all [`POISON_BYTE`](crate::buffers::POISON_BYTE)
+/// while the poison mode is on), or [`AllocFailed`]: its user writes every
+/// byte it reads.
 fn grow(v: &mut Vec<u8>, len: usize) -> Result<(), AllocFailed> {
     if len > v.len() {
         v.try_reserve_exact(len - v.len())
             .map_err(|_| AllocFailed { bytes: len })?;
     }
     v.resize(len, 0);
+    poison(v);
     Ok(())
 }
 
