@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 
 import numpy as np
@@ -12,7 +13,7 @@ pq = pytest.importorskip("pyarrow.parquet")
 ds = pytest.importorskip("pyarrow.dataset")
 
 import kimi_k3_rs  # noqa: E402
-from helpers import DATA_DIR, K3_CFG, K25_CFG, alpha_pattern_rgba, cfg, noise  # noqa: E402
+from helpers import DATA_DIR, K3_CFG, K25_CFG, alpha_pattern_rgba, cfg, exact, noise  # noqa: E402
 from kimi_k3_rs import arrow  # noqa: E402
 from kimi_k3_rs.arrow import arrow_schema, pixel_values_from_arrow, preprocess_to_arrow  # noqa: E402
 
@@ -205,3 +206,213 @@ def test_missing_pyarrow_says_which_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "pyarrow", None)
     with pytest.raises(ImportError, match=r"pip install 'kimi_k3_rs\[arrow\]'"):
         preprocess_to_arrow([], K3_CFG)
+
+
+# ---------------------------------------------------------------------------
+# hostile tables: every one a ValueError naming what is wrong (#21 defect 5)
+# ---------------------------------------------------------------------------
+
+
+def small_table():
+    """Two rows of 8 and 4 patches of 14x14 (4704 and 2352 values), ``grid_thw`` and metadata."""
+    return preprocess_to_arrow([np.zeros((28, 56, 3), np.uint8), np.zeros((28, 28, 3), np.uint8)], K3_CFG)
+
+
+def with_metadata(table, **changes):
+    """``table`` with ``pixel_values``'s field metadata updated (``None`` drops a key)."""
+    index = table.schema.get_field_index("pixel_values")
+    field = table.schema.field(index)
+    meta = {k.decode(): v for k, v in field.metadata.items()}
+    for key, value in changes.items():
+        key = {"dtype": "kimi_k3_rs.dtype"}.get(key, key)
+        if value is None:
+            meta.pop(key)
+        else:
+            meta[key] = value
+    return table.cast(table.schema.set(index, field.with_metadata(meta)))
+
+
+def with_column(table, name, array):
+    return table.set_column(table.schema.get_field_index(name), name, array)
+
+
+def list_of(values, lengths, kind=None):
+    """A large list column of ``values`` cut into rows of ``lengths`` (None: a null row)."""
+    offsets = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum([n or 0 for n in lengths], out=offsets[1:])
+    mask = pa.array([n is None for n in lengths])
+    return pa.LargeListArray.from_arrays(pa.array(offsets), values, type=kind, mask=mask)
+
+
+def zeros(n, kind=None):
+    kind = kind or pa.float32()
+    return pa.array(np.zeros(n, kind.to_pandas_dtype()), kind)
+
+
+def ipc_round_trip(table):
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return pa.ipc.open_stream(sink.getvalue()).read_all()
+
+
+def decreasing_offsets():
+    """An IPC table whose offsets go down (rows 0..588, then 588..0): pyarrow's cheap
+    validation lets it through, ``validate(full=True)`` refuses it."""
+    values = pa.array(np.arange(1176, dtype=np.float32))
+    offsets = pa.py_buffer(np.array([588, 0, 588], np.int64))
+    column = pa.Array.from_buffers(pa.large_list(pa.float32()), 2, [None, offsets], children=[values])
+    return ipc_round_trip(pa.table({"pixel_values": column}))
+
+
+PV = "column 'pixel_values': "
+GRID = "column 'grid_thw': "
+TYPE = PV + "must be a list or large_list column, got type "
+
+HOSTILE = {
+    # the patch size: argument and metadata (ZeroDivisionError and wrong shapes before)
+    "patch_size 0 in the metadata": (lambda: with_metadata(small_table(), patch_size="0"), {},
+                                     PV + "field metadata 'patch_size' must be a positive int, got 0"),
+    "patch_size not a number in the metadata": (lambda: with_metadata(small_table(), patch_size="1e1"), {},
+                                                PV + "field metadata 'patch_size' must be a positive int, got '1e1'"),
+    "patch_size not utf-8 in the metadata": (lambda: with_metadata(small_table(), patch_size=b"\xff"), {},
+                                             PV + "field metadata 'patch_size' must be a positive int, got '\\\\xff'"),
+    "patch_size=0": (small_table, {"patch_size": 0}, PV + "patch_size must be a positive int, got 0"),
+    "patch_size=-14": (small_table, {"patch_size": -14}, PV + "patch_size must be a positive int, got -14"),
+    "patch_size=True": (small_table, {"patch_size": True}, PV + "patch_size must be a positive int, got True"),
+    "patch_size=14.0": (small_table, {"patch_size": 14.0}, PV + "patch_size must be a positive int, got 14.0"),
+    "patch_size='14'": (small_table, {"patch_size": "14"}, PV + "patch_size must be a positive int, got '14'"),
+    "patch_size=7 (not the table's)": (small_table, {"patch_size": 7},
+                                       GRID + "row 0: [1, 2, 4] is 8 patches of 147 values, but the row's "
+                                       "pixel_values has 4704 values"),
+    # the dtype: argument, metadata, and values of another type (wrong rows before)
+    "dtype=3": (small_table, {"dtype": 3}, PV + "dtype must be 'float32', 'float16' or 'bfloat16', got 3"),
+    "dtype='float64'": (small_table, {"dtype": "float64"},
+                        PV + "dtype must be 'float32', 'float16' or 'bfloat16', got 'float64'"),
+    "dtype float64 in the metadata": (lambda: with_metadata(small_table(), dtype="float64"), {},
+                                      PV + "field metadata 'kimi_k3_rs.dtype' must be 'float32', 'float16' or "
+                                      "'bfloat16', got 'float64'"),
+    "metadata bfloat16 over float values": (lambda: with_metadata(small_table(), dtype="bfloat16"), {},
+                                            PV + "holds float values, but dtype bfloat16 is stored as uint16"),
+    "dtype=float16 over float values": (small_table, {"dtype": "float16"},
+                                        PV + "holds float values, but dtype float16 is stored as halffloat"),
+    "dtype=float32 over double values": (lambda: list_of(zeros(588, pa.float64()), [588]),
+                                         {"dtype": "float32", "patch_size": 14},
+                                         PV + "holds double values, but dtype float32 is stored as float"),
+    "dtype=float16 over uint16 values": (lambda: list_of(zeros(588, pa.uint16()), [588]),
+                                         {"dtype": "float16", "patch_size": 14},
+                                         PV + "holds uint16 values, but dtype float16 is stored as halffloat"),
+    "int32 values, no dtype": (lambda: list_of(zeros(588, pa.int32()), [588]), {"patch_size": 14},
+                               "cannot tell the dtype of the pixel_values column; pass dtype="),
+    # the column's type (AttributeError / IndexError before)
+    "fixed_size_list": (lambda: pa.FixedSizeListArray.from_arrays(zeros(1176), 588), {"patch_size": 14},
+                        TYPE + "fixed_size_list<item: float>[588]"),
+    "struct": (lambda: pa.array([{"a": 1.0}]), {"patch_size": 14}, TYPE + "struct<a: double>"),
+    "dictionary": (lambda: pa.array(["a"]).dictionary_encode(), {"patch_size": 14},
+                   TYPE + "dictionary<values=string, indices=int32, ordered=0>"),
+    "list_view": (lambda: pa.ListViewArray.from_arrays(pa.array([0, 588], pa.int32()), pa.array([588, 588], pa.int32()),
+                                                       zeros(1176)), {"patch_size": 14}, TYPE + "list_view<item: float>"),
+    "large_list_view": (lambda: pa.LargeListViewArray.from_arrays(pa.array([0], pa.int64()), pa.array([588], pa.int64()),
+                                                                  zeros(588)), {"patch_size": 14},
+                        TYPE + "large_list_view<item: float>"),
+    "a float column": (lambda: zeros(588), {"patch_size": 14}, TYPE + "float"),
+    "pixel_values a string column of a table": (lambda: with_column(small_table(), "pixel_values", pa.array(["a", "b"])),
+                                                {}, TYPE + "string"),
+    # the rows
+    "null values inside a row": (lambda: list_of(pa.array([0.0] * 1175 + [None], pa.float32()), [588, 588]),
+                                 {"patch_size": 14}, PV + "row 1: holds null values"),
+    "a row of part of a patch": (lambda: list_of(zeros(1088), [588, 500]), {"patch_size": 14},
+                                 PV + "row 1: 500 values are not one or more whole 14x14 patches (588 values each)"),
+    "an empty non-null row": (lambda: list_of(zeros(588), [588, 0]), {"patch_size": 14},
+                              PV + "row 1: 0 values are not one or more whole 14x14 patches (588 values each)"),
+    # the columns of a table
+    "no pixel_values column": (lambda: small_table().drop_columns(["pixel_values"]), {},
+                               PV + "is not in the table"),
+    "two pixel_values columns": (lambda: small_table().append_column("pixel_values", pa.array([1, 2])), {},
+                                 PV + "appears 2 times in the table"),
+    "two grid_thw columns": (lambda: small_table().append_column("grid_thw", pa.array([1, 2])), {},
+                             GRID + "appears 2 times in the table"),
+    # grid_thw (checked against the rows; ZeroDivisionError / a wrong patch size before)
+    "grid_thw negative": (lambda: with_column(small_table(), "grid_thw", pa.array([[1, -2, -4], [1, 2, 2]])), {},
+                          GRID + "row 0: must be three positive integers (t, h, w), got [1, -2, -4]"),
+    "grid_thw zero": (lambda: with_column(small_table(), "grid_thw", pa.array([[1, 2, 4], [0, 2, 2]])), {},
+                      GRID + "row 1: must be three positive integers (t, h, w), got [0, 2, 2]"),
+    "grid_thw two values": (lambda: with_column(small_table(), "grid_thw", pa.array([[2, 4], [2, 2]])), {},
+                            GRID + "row 0: must be three positive integers (t, h, w), got [2, 4]"),
+    "grid_thw null on a row with pixels": (lambda: with_column(small_table(), "grid_thw", pa.array([[1, 2, 4], None])), {},
+                                           GRID + "row 1: must be three positive integers (t, h, w), got None"),
+    "grid_thw with a null value": (lambda: with_column(small_table(), "grid_thw", pa.array([[1, 2, None], [1, 2, 2]])),
+                                   {}, GRID + "row 0: must be three positive integers (t, h, w), got [1, 2, None]"),
+    "grid_thw other than the rows": (lambda: with_column(small_table(), "grid_thw", pa.array([[1, 2, 4], [1, 2, 4]])),
+                                     {}, GRID + "row 1: [1, 2, 4] is 8 patches of 588 values, but the row's "
+                                     "pixel_values has 2352 values"),
+    "grid_thw huge, no metadata": (lambda: with_metadata(with_column(small_table(), "grid_thw",
+                                                                     pa.array([[2**40] * 3, [1, 2, 2]])),
+                                                         dtype=None, patch_size=None), {},
+                                   GRID + f"row 0: [{2**40}, {2**40}, {2**40}] is {2**120} patches of 3 values, "
+                                   "but the row's pixel_values has 4704 values"),
+    "grid_thw of strings": (lambda: with_column(small_table(), "grid_thw", pa.array(["1,2,4", "1,2,2"])), {},
+                            GRID + "must be a list of integers per row, got type string"),
+    "grid_thw of floats": (lambda: with_column(small_table(), "grid_thw", pa.array([[1.0, 2.0, 4.0], [1.0, 2.0, 2.0]])), {},
+                           GRID + "must be a list of integers per row, got type list<item: double>"),
+}
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_hostile_tables_raise_value_error_naming_the_fault(name):
+    build, kwargs, message = HOSTILE[name]
+    with pytest.raises(ValueError, match=exact(message)):
+        pixel_values_from_arrow(build(), **kwargs)
+
+
+@pytest.mark.parametrize("where", ["pixel_values", "grid_thw"])
+def test_invalid_arrow_data_is_refused_before_any_read(where):
+    """Decreasing offsets (an IPC table that ``validate(full=True)`` refuses) gave rows
+    out of other rows' values; now pyarrow's full validation runs first, on both columns read."""
+    bad = decreasing_offsets()
+    with pytest.raises(pa.ArrowInvalid):
+        bad.validate(full=True)
+    if where == "pixel_values":
+        table = bad
+    else:
+        grid = pa.Array.from_buffers(pa.large_list(pa.int64()), 2, [None, pa.py_buffer(np.array([3, 0, 3], np.int64))],
+                                     children=[pa.array([1, 1, 1])])
+        table = ipc_round_trip(pa.table({"pixel_values": list_of(zeros(1176), [588, 588]), "grid_thw": grid}))
+    with pytest.raises(ValueError, match=f"^{re.escape(f'column {where!r}: is not valid Arrow data: ')}.*non-monotonic offset"):
+        pixel_values_from_arrow(table, patch_size=14)
+
+
+def test_odd_but_valid_tables_read_exactly():
+    """Chunked with empty chunks, sliced (offsets into a larger values buffer), plain
+    lists, values with a validity bitmap whose nulls sit under null rows only, extra
+    columns: all read as the same rows, without copies."""
+    images = ragged_images()
+    table = preprocess_to_arrow(images, K3_CFG, on_error="null", columns={"extra": [str(i) for i in range(5)]})
+    want = pixel_values_from_arrow(table)
+    chunk = table["pixel_values"].chunk(0)
+    empty = chunk.slice(0, 0)
+    rechunked = pa.chunked_array([empty, chunk.slice(0, 2), empty, chunk.slice(2, 1), chunk.slice(3)])
+    plain = rechunked.cast(pa.list_(pa.field("element", pa.float32(), nullable=False)))
+    got = pixel_values_from_arrow(rechunked, patch_size=14)
+    assert [g.tobytes() for g in got] == [w.tobytes() for w in want]
+    assert [g.tobytes() for g in pixel_values_from_arrow(plain, patch_size=14)] == [w.tobytes() for w in want]
+    assert all(np.shares_memory(g, w) for g, w in zip(got, want))
+    sliced = pixel_values_from_arrow(table.slice(1, 3))
+    assert [s.tobytes() for s in sliced] == [w.tobytes() for w in want[1:4]]
+    # a null row over values with nulls: the row is None, the others are views
+    values = chunk.values
+    masked = pa.array(np.r_[np.zeros(588, bool), np.ones(588, bool), np.zeros(len(values) - 1176, bool)])
+    row_lengths = [588, None, len(values) - 1176]
+    with_nulls = pa.LargeListArray.from_arrays(
+        pa.array(np.array([0, 588, 1176, len(values)], np.int64)),
+        pa.Array.from_buffers(pa.float32(), len(values), [pa.array(~masked.to_numpy(zero_copy_only=False)).buffers()[1],
+                                                          values.buffers()[1]]),
+        mask=pa.array([n is None for n in row_lengths]),
+    )
+    assert with_nulls.values.null_count == 588
+    rows = pixel_values_from_arrow(with_nulls, patch_size=14)
+    flat = np.concatenate([w for w in want if w is not None]).reshape(-1)
+    assert rows[1] is None
+    assert rows[0].tobytes() == flat[:588].tobytes() and rows[2].tobytes() == flat[1176:].tobytes()
+    assert np.shares_memory(rows[0], want[0]) and not rows[0].flags.writeable
+    assert pixel_values_from_arrow(pa.chunked_array([], pa.large_list(pa.float32())), patch_size=14) == []

@@ -80,8 +80,7 @@ def arrow_schema(dtype: str = "float32", patch_size: int = 14, extra_fields: Ite
         {b'kimi_k3_rs.dtype': b'bfloat16', b'patch_size': b'14'}
     """
     pa = _pyarrow()
-    if dtype not in _STORAGE:
-        raise errors.bad_column("pixel_values", f"dtype must be 'float32', 'float16' or 'bfloat16', got {errors.abbreviate(dtype)}")
+    dtype = _checked_dtype(dtype, "dtype")
     extras = [f if isinstance(f, pa.Field) else pa.field(*f) for f in extra_fields]
     for f in extras:
         if f.name in FIXED_COLUMNS:
@@ -292,83 +291,264 @@ def _ml_bfloat16() -> Any:
     return ml_dtypes.bfloat16
 
 
+def _checked_dtype(value: Any, source: str) -> str:
+    """``value`` when it names a dtype of this module, else the ValueError naming ``source``."""
+    if isinstance(value, str) and value in _STORAGE:
+        return value
+    raise errors.bad_column(
+        "pixel_values", f"{source} must be 'float32', 'float16' or 'bfloat16', got {errors.abbreviate(value)}"
+    )
+
+
+def _checked_patch_size(value: Any, source: str) -> int:
+    """``value`` when it is a positive int (not a bool), else the ValueError naming ``source``."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 1:
+        return int(value)
+    raise errors.bad_column("pixel_values", f"{source} must be a positive int, got {errors.abbreviate(value)}")
+
+
+def _table_column(table: Any, name: str) -> tuple[Any, dict[bytes, bytes]] | None:
+    """The column ``name`` of a table or batch and its field metadata, None when absent.
+
+    Raises:
+        ValueError: the table has several columns of that name.
+    """
+    found = table.schema.get_all_field_indices(name)
+    if not found:
+        return None
+    if len(found) > 1:
+        raise errors.bad_column(name, f"appears {len(found)} times in the table")
+    return table.column(found[0]), table.schema.field(found[0]).metadata or {}
+
+
+def _valid_chunks(pa: Any, name: str, column: Any) -> list[Any]:
+    """The chunks of ``column``, each passing pyarrow's full validation (offsets in
+    order and within the values, buffers of the right sizes), so nothing reads past
+    its buffers.
+
+    Raises:
+        ValueError: a chunk pyarrow refuses (e.g. decreasing offsets of an IPC table).
+    """
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    for chunk in chunks:
+        try:
+            chunk.validate(full=True)
+        except pa.ArrowInvalid as exc:
+            raise errors.bad_column(name, f"is not valid Arrow data: {errors.abbreviate(str(exc), quote=False)}") from exc
+    return chunks
+
+
+def _layout_dtype(pa: Any, value_type: Any, dtype: Any, meta: dict[bytes, bytes]) -> str:
+    """The dtype of the values: ``dtype``, else the metadata's, else the value type's;
+    the value type must be the one that dtype is stored as."""
+    raw = meta.get(DTYPE_KEY.encode())
+    if dtype is not None:
+        dtype = _checked_dtype(dtype, "dtype")
+    elif raw is not None:
+        dtype = _checked_dtype(raw.decode("utf-8", "backslashreplace"), f"field metadata {DTYPE_KEY!r}")
+    else:
+        dtype = next((d for d in _STORAGE if _value_type(pa, d) == value_type), None)
+        if dtype is None:
+            raise errors.unknown_layout("dtype")
+    if value_type != _value_type(pa, dtype):
+        raise errors.bad_column(
+            "pixel_values", f"holds {value_type} values, but dtype {dtype} is stored as {_value_type(pa, dtype)}"
+        )
+    return str(dtype)
+
+
+def _grid_rows(pa: Any, grid: Any) -> list[Any]:
+    """The ``grid_thw`` rows as Python lists (None for a null row), the column validated.
+
+    Raises:
+        ValueError: not a list column of integers; a chunk pyarrow refuses.
+    """
+    kind = grid.type
+    if not (
+        (pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind))
+        and pa.types.is_integer(kind.value_type)
+    ):
+        raise errors.bad_column("grid_thw", f"must be a list of integers per row, got type {kind}")
+    _valid_chunks(pa, "grid_thw", grid)
+    rows: list[Any] = grid.to_pylist()
+    return rows
+
+
+def _grid_patches(index: int, thw: Any) -> int:
+    """The patch count ``t * h * w`` of ``grid_thw`` row ``index``.
+
+    Raises:
+        ValueError: the row is not three positive integers.
+    """
+    if not (isinstance(thw, list) and len(thw) == 3 and all(isinstance(v, int) and v >= 1 for v in thw)):
+        raise errors.bad_column("grid_thw", f"row {index}: must be three positive integers (t, h, w), got {errors.abbreviate(thw)}")
+    return int(thw[0] * thw[1] * thw[2])
+
+
+@dataclass
+class _Layout:
+    """A ``pixel_values`` column checked up front (:func:`_layout`).
+
+    ``chunks``: its Arrow chunks (lists or large lists, valid); ``dtype``: a key of
+    ``_STORAGE``, the values' type being the one it is stored as; ``patch_size``;
+    ``rows``: per row, ``(chunk, start, stop)`` into that chunk's values, each span
+    a positive whole number of ``3 * ps * ps`` values without nulls, or None for a
+    null row.
+    """
+
+    chunks: list[Any]
+    dtype: str
+    patch_size: int
+    rows: list[tuple[int, int, int] | None]
+
+
+def _layout_patch_size(patch_size: Any, meta: dict[bytes, bytes], spans: list[Any], grids: list[Any] | None) -> int:
+    """The patch edge: ``patch_size``, else the metadata's, else the one whose patches
+    make the first non-empty row's ``grid_thw`` (every row is checked against it after)."""
+    raw = meta.get(PATCH_SIZE_KEY.encode())
+    if patch_size is not None:
+        return _checked_patch_size(patch_size, "patch_size")
+    if raw is not None:
+        digits = raw.isdigit() and len(raw) <= 18  # ASCII digits that fit an int64
+        value = int(raw) if digits else raw.decode("utf-8", "backslashreplace")
+        return _checked_patch_size(value, f"field metadata {PATCH_SIZE_KEY!r}")
+    if grids is None:
+        raise errors.unknown_layout("patch size")
+    for index, span in enumerate(spans):
+        if span is not None and span[2] > span[1]:
+            values = (span[2] - span[1]) // (3 * _grid_patches(index, grids[index]))
+            return max(math.isqrt(values), 1)  # checked against every row by _layout
+    raise errors.unknown_layout("patch size")
+
+
+def _layout(pa: Any, table_or_column: Any, dtype: Any, patch_size: Any) -> _Layout:
+    """Check everything :func:`pixel_values_from_arrow` reads, before it reads a value.
+
+    The column's type; the dtype (argument, metadata or value type) against the value
+    type; every chunk by pyarrow's full validation; every row's span (no null values,
+    a positive whole number of patches); the patch size (argument, metadata, or derived
+    from ``grid_thw``); and, when the table has ``grid_thw``, that each row's grid is
+    three positive integers whose patches are the row's values.
+
+    Raises:
+        TypeError: ``table_or_column`` is not an Arrow table, batch or array.
+        ValueError: naming the column, and the row where one row is at fault.
+    """
+    meta: dict[bytes, bytes] = {}
+    grid = None
+    if isinstance(table_or_column, (pa.Table, pa.RecordBatch)):
+        found = _table_column(table_or_column, "pixel_values")
+        if found is None:
+            raise errors.bad_column("pixel_values", "is not in the table")
+        column, meta = found
+        grid = (_table_column(table_or_column, "grid_thw") or (None, {}))[0]
+    elif isinstance(table_or_column, (pa.Array, pa.ChunkedArray)):
+        column = table_or_column
+    else:
+        raise errors.not_arrow(table_or_column)
+    if not (pa.types.is_list(column.type) or pa.types.is_large_list(column.type)):
+        raise errors.bad_column("pixel_values", f"must be a list or large_list column, got type {column.type}")
+    chunks = _valid_chunks(pa, "pixel_values", column)
+    dtype = _layout_dtype(pa, column.type.value_type, dtype, meta)
+    spans: list[tuple[int, int, int] | None] = []
+    for number, chunk in enumerate(chunks):
+        offsets = chunk.offsets.to_numpy()
+        valid = chunk.is_valid().to_numpy(zero_copy_only=False)
+        values = chunk.values
+        for i in range(len(chunk)):
+            start, stop = int(offsets[i]), int(offsets[i + 1])
+            if valid[i] and values.null_count and values.slice(start, stop - start).null_count:
+                raise errors.bad_column("pixel_values", f"row {len(spans)}: holds null values")
+            spans.append((number, start, stop) if valid[i] else None)
+    grids = None if grid is None else _grid_rows(pa, grid)
+    ps = _layout_patch_size(patch_size, meta, spans, grids)
+    patch = 3 * ps * ps
+    for index, span in enumerate(spans):
+        if span is None:
+            continue
+        count = span[2] - span[1]
+        if count == 0 or count % patch:
+            raise errors.bad_column(
+                "pixel_values",
+                f"row {index}: {count} values are not one or more whole {ps}x{ps} patches ({patch} values each)",
+            )
+        if grids is not None and _grid_patches(index, grids[index]) * patch != count:
+            raise errors.bad_column(
+                "grid_thw",
+                f"row {index}: {grids[index]} is {_grid_patches(index, grids[index])} patches of {patch} values, "
+                f"but the row's pixel_values has {count} values",
+            )
+    return _Layout(chunks, dtype, ps, spans)
+
+
+def _numpy_values(pa: Any, chunk: Any, dtype: str) -> np.ndarray:
+    """The values of a checked chunk as a read-only numpy view of Arrow's buffer (the
+    validity bitmap left out: :func:`_layout` saw no null inside a row)."""
+    values = chunk.values
+    data = pa.Array.from_buffers(values.type, len(values), [None, values.buffers()[1]], offset=values.offset)
+    array: np.ndarray = data.to_numpy(zero_copy_only=True)
+    view = _ml_bfloat16() if dtype == "bfloat16" else None
+    return array.view(view) if view is not None else array
+
+
 def pixel_values_from_arrow(
     table_or_column: Any, *, dtype: str | None = None, patch_size: int | None = None
 ) -> list[np.ndarray | None]:
     """The ``pixel_values`` of each row as ``[n, 3, ps, ps]`` arrays (None for a null row).
 
-    The arrays are read-only views of Arrow's buffers (no copy) where the values have
-    no validity bitmap, as in every table :func:`preprocess_to_arrow` writes and in
-    Parquet read back by pyarrow; otherwise (values with nulls) they are copies.
+    The arrays are read-only views of Arrow's values buffers (no copy). The whole
+    column is checked before any row is read (and so is ``grid_thw`` when the table
+    has one): a table that is not what :func:`preprocess_to_arrow` writes, or is
+    damaged (an IPC file with decreasing offsets, values of another type than the
+    dtype, rows that are not whole patches), raises instead of giving wrong rows.
 
     Args:
         table_or_column: a ``pyarrow.Table`` or ``RecordBatch`` with a ``pixel_values``
             column, or that column alone (``Array`` / ``ChunkedArray`` of large or
-            plain lists).
+            plain lists). Other columns are not read, except ``grid_thw``.
         dtype: ``"float32"``, ``"float16"`` or ``"bfloat16"``; default: the field
             metadata (``kimi_k3_rs.dtype``), else the value type (``float`` /
-            ``halffloat`` / ``uint16`` read as bfloat16 bits).
-        patch_size: the patch edge; default: the field metadata (``patch_size``), else
-            derived from a ``grid_thw`` column of the table.
+            ``halffloat`` / ``uint16`` read as bfloat16 bits). The value type must be
+            the one the dtype is stored as (module doc).
+        patch_size: the patch edge, a positive int; default: the field metadata
+            (``patch_size``), else derived from a ``grid_thw`` column of the table.
 
     Returns:
         One entry per row: ``float32``, ``float16``, or ``ml_dtypes.bfloat16`` when
-        ml_dtypes is installed (else the ``uint16`` bits) ``[h * w, 3, ps, ps]``
+        ml_dtypes is installed (else the ``uint16`` bits) ``[t * h * w, 3, ps, ps]``
         arrays, in row order; None for a null row.
 
     Raises:
         ImportError: pyarrow is not installed.
         TypeError: ``table_or_column`` is not an Arrow table, batch or array.
-        ValueError: no ``pixel_values`` column; the dtype or the patch size cannot be
-            told (a bare column without ``patch_size=``); a row whose length is not a
-            multiple of ``3 * ps * ps``.
+        ValueError: each naming the column (and the row, where one row is at fault):
+            no ``pixel_values`` column, or several; a column that is not a list or
+            large_list; a ``dtype`` or ``patch_size`` (argument or metadata) that is
+            not valid; values of another type than the dtype's; the dtype or the patch
+            size cannot be told (a bare column without ``patch_size=``); a chunk that
+            pyarrow's full validation refuses; a non-null row with null values, or
+            whose length is not one or more whole ``3 * ps * ps`` patches; a
+            ``grid_thw`` column that is not lists of integers, or a row whose grid is
+            not three positive integers giving the row's value count.
+
+    Example:
+        >>> import numpy as np, kimi_k3_rs
+        >>> from kimi_k3_rs.arrow import pixel_values_from_arrow, preprocess_to_arrow
+        >>> t = preprocess_to_arrow([np.zeros((28, 56, 3), np.uint8)], kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG)
+        >>> [a.shape for a in pixel_values_from_arrow(t)]
+        [(8, 3, 14, 14)]
     """
     pa = _pyarrow()
-    grid = None
-    if isinstance(table_or_column, (pa.Table, pa.RecordBatch)):
-        if "pixel_values" not in table_or_column.schema.names:
-            raise errors.bad_column("pixel_values", "is not in the table")
-        meta = {k.decode(): v.decode() for k, v in (table_or_column.schema.field("pixel_values").metadata or {}).items()}
-        dtype = dtype or meta.get(DTYPE_KEY)
-        if patch_size is None and PATCH_SIZE_KEY in meta:
-            patch_size = int(meta[PATCH_SIZE_KEY])
-        if "grid_thw" in table_or_column.schema.names:
-            grid = table_or_column.column("grid_thw")
-        column = table_or_column.column("pixel_values")
-    elif isinstance(table_or_column, (pa.Array, pa.ChunkedArray)):
-        column = table_or_column
-    else:
-        raise errors.not_arrow(table_or_column)
-    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
-    value_type = column.type.value_type
-    if dtype is None:
-        dtype = {pa.float32(): "float32", pa.float16(): "float16", pa.uint16(): "bfloat16"}.get(value_type)
-    if dtype not in _STORAGE:
-        raise errors.unknown_layout("dtype")
-    if patch_size is None and grid is not None:
-        for length, thw in zip(pa.compute.list_value_length(column).to_pylist(), grid.to_pylist()):
-            if length and thw:
-                patch_size = math.isqrt(length // (3 * int(np.prod(thw))))
-                break
-    if patch_size is None:
-        raise errors.unknown_layout("patch size")
-    ps = int(patch_size)
-    view = _ml_bfloat16() if dtype == "bfloat16" else None
+    layout = _layout(pa, table_or_column, dtype, patch_size)
+    values = [_numpy_values(pa, chunk, layout.dtype) if len(chunk) else None for chunk in layout.chunks]
+    ps = layout.patch_size
     result: list[np.ndarray | None] = []
-    for chunk in chunks:
-        offsets = chunk.offsets.to_numpy()
-        if len(chunk):
-            values = chunk.values.to_numpy(zero_copy_only=chunk.values.null_count == 0)
-            values = values.view(_STORAGE[dtype]) if dtype != "float16" else values
-            if view is not None:
-                values = values.view(view)
-        nulls = chunk.is_null().to_numpy(zero_copy_only=False)
-        for i in range(len(chunk)):
-            if nulls[i]:
-                result.append(None)
-                continue
-            start, stop = int(offsets[i]), int(offsets[i + 1])
-            if (stop - start) % (3 * ps * ps):
-                raise errors.bad_column("pixel_values", f"a row of {stop - start} values is not whole {ps}x{ps} patches")
-            result.append(values[start:stop].reshape(-1, 3, ps, ps))
+    for span in layout.rows:
+        if span is None:
+            result.append(None)
+            continue
+        number, start, stop = span
+        chunk_values = values[number]
+        assert chunk_values is not None  # a chunk with a row has values
+        result.append(chunk_values[start:stop].reshape((stop - start) // (3 * ps * ps), 3, ps, ps))
     return result
