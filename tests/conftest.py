@@ -60,6 +60,19 @@ def photos():
     return {name: helpers.photo(name) for name in helpers.PHOTOS + ["rocket.jpg"]}
 
 
+@pytest.fixture(scope="session", autouse=True)
+def poisoned_session():
+    """The whole suite runs with the core's poison mode on (see :func:`poison`), unless
+    ``KIMI_K3_RS_POISON=0``: every parity test then also proves that no byte of a buffer
+    of unspecified contents is read before it is written."""
+    from kimi_k3_rs import _native
+
+    on = os.environ.get("KIMI_K3_RS_POISON", "1") != "0"
+    previous = _native._set_poison(on)
+    yield on
+    _native._set_poison(previous)
+
+
 @pytest.fixture
 def poison():
     """The core's poison mode on for the test (``_native._set_poison``): every buffer of
