@@ -6,6 +6,7 @@
 //! rules and their texts are the core's. A rejected value is named by its
 //! Python `repr`, abbreviated.
 
+use pyo3::exceptions::PyKeyError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyMapping, PySequence, PyString};
 
@@ -237,22 +238,39 @@ fn optional_limit(key: &'static str, value: &Bound<'_, PyAny>) -> PyResult<Optio
     int_key(key, OPTIONAL_LIMIT_RULE, value).map(Some)
 }
 
+/// What the `video` argument must be: the six keys go together.
+const VIDEO_RULE: &str = "None or a dict with all six video keys (in_patch_limit_each_frame, \
+     in_patch_limit_video, sample_fps, max_num_frames_each_video, temporal_merge_kernel_size, \
+     timestamp_mode)";
+
 /// The video keys of a `media_proc_cfg` (a mapping with all six), validated by
-/// the core; a rejected value is named by its Python `repr`.
+/// the core; a rejected value is named by its Python `repr`. Not a mapping, or
+/// one without all six keys: a `TypeError` naming what was given.
 fn video(value: &Bound<'_, PyAny>) -> PyResult<Option<VideoConfig>> {
     if value.is_none() {
         return Ok(None);
     }
-    let Ok(mapping) = value.cast::<PyMapping>() else {
-        return Err(to_py_err(KimiError::ConfigType {
+    let not_video = || {
+        to_py_err(KimiError::ConfigType {
             key: "video",
-            rule: BACKGROUND_RULE,
+            rule: VIDEO_RULE,
             value: abbreviate_value(value),
-        }));
+        })
+    };
+    let Ok(mapping) = value.cast::<PyMapping>() else {
+        return Err(not_video());
     };
     let items = VIDEO_KEYS
         .iter()
-        .map(|key| mapping.get_item(key))
+        .map(|key| {
+            mapping.get_item(key).map_err(|err| {
+                if err.is_instance_of::<PyKeyError>(value.py()) {
+                    not_video()
+                } else {
+                    err
+                }
+            })
+        })
         .collect::<PyResult<Vec<_>>>()?;
     let (each, total, fps) = (&items[0], &items[1], &items[2]);
     let (max_frames, kernel, mode) = (&items[3], &items[4], &items[5]);
