@@ -9,6 +9,7 @@ gives the bits of the in-process call, and a worker's ``ImageError`` reaches the
 from __future__ import annotations
 
 import copy
+import copyreg
 import functools
 import hashlib
 import io
@@ -32,7 +33,8 @@ from helpers import (
     noise_array,
 )
 from kimi_k3_rs import _native
-from kimi_k3_rs.deferred import prepare_kimi_k25_encoder_inputs
+from kimi_k3_rs.config import VideoConfig
+from kimi_k3_rs.deferred import KimiK3EncoderInputs, prepare_kimi_k25_encoder_inputs
 from kimi_k3_rs.options import _Options
 from PIL import Image
 
@@ -314,3 +316,197 @@ def test_datasets_map_num_proc(tmp_path, monkeypatch):
     ds = datasets.Dataset.from_dict({"png": pngs})
     mapped = ds.map(run, num_proc=2, remove_columns=["png"])
     assert [{"digest": d, "grid": g} for d, g in zip(mapped["digest"], mapped["grid"])] == want
+
+
+# ---------------------------------------------------------------------------
+# a pickle's state is loaded through the constructor (#21 defect 6)
+# ---------------------------------------------------------------------------
+
+
+def load_with_state(obj, state):
+    """``obj`` pickled with ``state`` in place of the one it writes (what a crafted,
+    damaged or older pickle holds: ``copyreg.__newobj__`` and a BUILD of ``state``),
+    then loaded."""
+
+    class Crafted(pickle.Pickler):
+        def reducer_override(self, value):
+            return (copyreg.__newobj__, (type(obj),), state) if value is obj else NotImplemented
+
+    buffer = io.BytesIO()
+    Crafted(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
+    return pickle.loads(buffer.getvalue())
+
+
+def changed(state, **changes):
+    """``state`` with ``changes`` (``...`` drops a key)."""
+    out = {**state, **changes}
+    return {key: value for key, value in out.items() if value is not ...}
+
+
+def options():
+    return _Options.make("12", True, "bfloat16", 2, 10**6)
+
+
+def encoder_inputs():
+    return kimi_k3_rs.prepare_kimi_k3_encoder_inputs([noise_array(56, 28, "RGB", 0), noise_array(30, 30, "RGB", 1)],
+                                                     kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG)
+
+
+K25 = kimi_k3_rs.MediaProcConfig.from_dict(kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG)
+VIDEO_RULE = ('media_proc_cfg["video"] must be None or a dict with all six video keys (in_patch_limit_each_frame, '
+              "in_patch_limit_video, sample_fps, max_num_frames_each_video, temporal_merge_kernel_size, timestamp_mode)")
+
+#: (object, its constructor, state changes, exception class, exact message); each state
+#: is what the object pickles as, with the changes.
+CRAFTED = {
+    "options max_image_pixels=0": (options, _Options.make, {"max_image_pixels": 0}, kimi_k3_rs.KimiK3Error,
+                                   "max_image_pixels must be a positive int or None, got 0"),
+    "options max_decoded_bytes='1'": (options, _Options.make, {"max_decoded_bytes": "1"}, kimi_k3_rs.KimiK3Error,
+                                      "max_decoded_bytes must be a positive int or None, got '1'"),
+    "options num_threads=0": (options, _Options.make, {"num_threads": 0}, kimi_k3_rs.KimiK3Error,
+                              "num_threads must be an integer in 1..=1024, got 0"),
+    "options exif_transpose='yes'": (options, _Options.make, {"exif_transpose": "yes"}, TypeError,
+                                     "exif_transpose must be True or False, got 'yes'"),
+    "options allowed_formats='PNG'": (options, _Options.make, {"allowed_formats": "PNG"}, TypeError,
+                                      "allowed_formats must be None or a list of Pillow format names, got 'PNG'"),
+    "options, the attributes of a bare __dict__": (options, _Options.make, {"native": _native.Options("13", "float32", 1)},
+                                                   TypeError, "_Options.make() got an unexpected keyword argument 'native'"),
+    "processor without media_proc_cfg": (processors, kimi_k3_rs.KimiK3VisionProcessor, {"media_proc_cfg": ...}, TypeError,
+                                         "KimiK3VisionProcessor.__init__() missing 1 required positional argument: "
+                                         "'media_proc_cfg'"),
+    "processor media_proc_cfg missing keys": (processors, kimi_k3_rs.KimiK3VisionProcessor,
+                                              {"media_proc_cfg": {"patch_size": 14}}, kimi_k3_rs.ConfigError,
+                                              "Kimi-K3 image processor is missing deferred-preprocessing config: "
+                                              "merge_kernel_size, in_patch_limit, patch_limit_on_one_side, image_mean, "
+                                              "image_std"),
+    "processor media_proc_cfg not a dict": (processors, kimi_k3_rs.KimiK3VisionProcessor, {"media_proc_cfg": None},
+                                            TypeError, "media_proc_cfg must be a dict, got NoneType"),
+    "processor max_image_pixels=-1": (processors, kimi_k3_rs.KimiK3VisionProcessor, {"max_image_pixels": -1},
+                                      kimi_k3_rs.KimiK3Error, "max_image_pixels must be a positive int or None, got -1"),
+    "processor, the attributes of a bare __dict__": (processors, kimi_k3_rs.KimiK3VisionProcessor,
+                                                     {"config": K25, "options": ...}, TypeError,
+                                                     "KimiK3VisionProcessor.__init__() got an unexpected keyword "
+                                                     "argument 'config'"),
+    "encoder inputs, one size for two images": (encoder_inputs, KimiK3EncoderInputs,
+                                                {"original_image_sizes": [[56, 28]]}, TypeError,
+                                                "KimiK3EncoderInputs.original_image_sizes must be a list of 2 [width, "
+                                                "height] pairs of ints in 0..2**64 (one per item), got [[56, 28]]"),
+    "encoder inputs, a negative side": (encoder_inputs, KimiK3EncoderInputs,
+                                        {"original_image_sizes": [[56, 28], [-1, 30]]}, TypeError,
+                                        "KimiK3EncoderInputs.original_image_sizes must be a list of 2 [width, height] "
+                                        "pairs of ints in 0..2**64 (one per item), got [[56, 28], [-1, 30]]"),
+    "encoder inputs, a zero side": (encoder_inputs, KimiK3EncoderInputs,
+                                    {"original_image_sizes": [[56, 28], [0, 30]]}, kimi_k3_rs.ImageError,
+                                    "image 1: image width and height must be positive, got 0x30"),
+    "encoder inputs, one image fewer": (encoder_inputs, KimiK3EncoderInputs,
+                                        {"_images": [noise_array(56, 28, "RGB", 0)]}, TypeError,
+                                        "KimiK3EncoderInputs.original_image_sizes must be a list of 1 [width, height] "
+                                        "pairs of ints in 0..2**64 (one per item), got [[56, 28], [30, 30]]"),
+    "encoder inputs, images not a list": (encoder_inputs, KimiK3EncoderInputs, {"_images": None}, TypeError,
+                                          "KimiK3EncoderInputs._images must be a list, got None"),
+    "encoder inputs, hashes of another length": (encoder_inputs, KimiK3EncoderInputs, {"content_hashes": []},
+                                                 TypeError, "KimiK3EncoderInputs.content_hashes must be a list of 2 "
+                                                 "entries (one per item), got []"),
+    "encoder inputs, no options": (encoder_inputs, KimiK3EncoderInputs, {"_options": None}, TypeError,
+                                   "KimiK3EncoderInputs._options must be the options of a call "
+                                   "(kimi_k3_rs.options._Options), got None"),
+    "encoder inputs, a config dict": (encoder_inputs, KimiK3EncoderInputs, {"_config": {"patch_size": 14}}, TypeError,
+                                      "KimiK3EncoderInputs._config must be a kimi_k3_rs.MediaProcConfig, got "
+                                      "{'patch_size': 14}"),
+    "encoder inputs, a chunk without video keys": (encoder_inputs, KimiK3EncoderInputs,
+                                                   {"_images": [{"type": "video_chunk", "video_chunk": [np.zeros((2, 2, 3),
+                                                                                                            np.uint8)]},
+                                                                noise_array(30, 30, "RGB", 1)]},
+                                                   ValueError, "Unsupported Kimi-K3 encoder media item: {'type': "
+                                                   "'video_chunk', 'video_chunk': [<numpy.ndarray shape=(2, 2, 3) "
+                                                   "dtype=uint8>]}"),
+    "encoder inputs, the geometry of the old layout": (encoder_inputs, KimiK3EncoderInputs,
+                                                       {"grid_thws": np.array([[1, 2, 4]]), "num_tokens": [2]}, TypeError,
+                                                       "KimiK3EncoderInputs.__init__() got an unexpected keyword argument "
+                                                       "'grid_thws'"),
+    "config with a partial video dict": (lambda: K25, kimi_k3_rs.MediaProcConfig, {"video": {"sample_fps": 2.0}},
+                                         TypeError, VIDEO_RULE + ", got {'sample_fps': 2.0}"),
+    "config patch_size=0": (lambda: K25, kimi_k3_rs.MediaProcConfig, {"patch_size": 0}, kimi_k3_rs.ConfigError,
+                            'media_proc_cfg["patch_size"] must be an integer in 1..=2**31-1, got 0'),
+    "config background pattern": (lambda: K25, kimi_k3_rs.MediaProcConfig,
+                                  {"transparent_bg_config": {"pattern": "plaid"}}, kimi_k3_rs.ConfigError,
+                                  "Invalid background pattern: plaid"),
+    "config with its native object": (lambda: K25, kimi_k3_rs.MediaProcConfig, {"native": K25.native}, TypeError,
+                                      "MediaProcConfig.__init__() got an unexpected keyword argument 'native'"),
+    "background with an unknown key": (kimi_k3_rs.TransparentBgConfig, kimi_k3_rs.TransparentBgConfig,
+                                       {"colour": "red"}, TypeError,
+                                       "TransparentBgConfig.__init__() got an unexpected keyword argument 'colour'"),
+    "video config without a key": (lambda: K25.video, VideoConfig, {"timestamp_mode": ...}, TypeError,
+                                   "VideoConfig.__init__() missing 1 required positional argument: 'timestamp_mode'"),
+}
+
+
+@pytest.mark.parametrize("name", CRAFTED)
+def test_crafted_state_raises_the_constructors_error(name):
+    """A state that is not what the object pickles as raises, on load, exactly what its
+    constructor raises on those arguments (was: loaded as given, failing later or never)."""
+    make, constructor, changes, error, message = CRAFTED[name]
+    obj = next(iter(make())) if make is processors else make()
+    state = changed(obj.__getstate__(), **changes)
+    with pytest.raises(error, match=exact(message)) as direct:
+        constructor(**state)
+    with pytest.raises(error, match=exact(message)) as loaded:
+        load_with_state(obj, state)
+    assert type(loaded.value) is type(direct.value)
+
+
+@pytest.mark.parametrize("obj", [options(), next(processors()), K25, K25.video, kimi_k3_rs.TransparentBgConfig()],
+                         ids=["options", "processor", "config", "video", "background"])
+def test_a_state_that_is_not_a_dict_is_refused(obj):
+    with pytest.raises(TypeError, match=r"argument after \*\* must be a mapping, not list$"):
+        load_with_state(obj, ["not", "a", "state"])
+
+
+def test_a_state_is_loaded_as_the_constructor_builds_it():
+    """What loads is the constructor's object, not the state as given: a limit the
+    constructor takes (2**80 pixels) loads as ``make`` gives it; the deferred geometry
+    is sized again from the sizes a state holds, so it can never disagree with them."""
+    big = load_with_state(options(), changed(options().__getstate__(), max_image_pixels=2**80))
+    assert big == _Options.make("12", True, "bfloat16", 2, 2**80) and type(big.native) is _native.Options
+    enc = encoder_inputs()
+    swapped = load_with_state(enc, changed(enc.__getstate__(), original_image_sizes=[[28, 56], [30, 30]]))
+    assert swapped.grid_thws.tolist() == [[1, 4, 2], [1, 4, 4]] and swapped.num_tokens == [2, 4]
+    assert swapped.resize_configs[0] == kimi_k3_rs.navit_resize_config(28, 56, 14, 2, 65536, 512)
+    with pytest.raises(ValueError, match=exact("Kimi-K3 deferred CPU preprocessing produced wrong grids")):
+        swapped.materialize([0])  # the images are not of those sizes: materialize's own check
+    assert_bit_equal(swapped.materialize([1])[0], enc.materialize([1])[0], "image 1")
+
+
+def test_native_pickles_go_through_their_constructors():
+    """``_native.MediaProcConfig`` / ``_native.Options`` pickle as their constructors'
+    arguments; crafted arguments raise the constructors' errors (a partial video dict
+    raised a KeyError)."""
+    cfg = K25.native
+    newobj_ex, (cls, args, kwargs) = cfg.__reduce__()
+    for change, error, message in [
+        ({"video": {"sample_fps": 2.0}}, TypeError, VIDEO_RULE + ", got {'sample_fps': 2.0}"),
+        ({"video": 5}, TypeError, VIDEO_RULE + ", got 5"),
+        ({"fixed_output_tokens": -1}, kimi_k3_rs.ConfigError,
+         'media_proc_cfg["fixed_output_tokens"] must be None or a number in 0..=2**31-1, got -1'),
+    ]:
+        crafted = (newobj_ex, (cls, args, {**kwargs, **change}))
+        with pytest.raises(error, match=exact(message)):
+            pickle.loads(pickle.dumps(_Reduced(crafted)))
+    with pytest.raises(kimi_k3_rs.KimiK3Error, match=exact("num_threads must be an integer in 1..=1024, got 0")):
+        pickle.loads(pickle.dumps(_Reduced((_native.Options, ("13", "float32", 0)))))
+
+
+class _Reduced:
+    """Pickles as the reduce value it is given (a crafted pickle of a native object)."""
+
+    def __init__(self, reduced):
+        self.reduced = reduced
+
+    def __reduce__(self):
+        return self.reduced
+
+
+def test_video_and_background_round_trip():
+    for value in (K25.video, kimi_k3_rs.TransparentBgConfig(pattern="white", chessboard_square_size=4)):
+        for how, copied in round_trips(value):
+            assert type(copied) is type(value) and copied == value, how

@@ -14,7 +14,7 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, cast
 
 import PIL
 
@@ -32,6 +32,43 @@ __all__ = [
     "load_media_proc_cfg",
     "resolve_pillow_compat",
 ]
+
+
+class _ByConstructor:
+    """Pickling and copying through the constructor, for every class of the package that
+    holds state (the configs, the options, the processor, the deferred inputs).
+
+    An object pickles, and copies (``copy.copy``, ``copy.deepcopy``), as the keyword
+    arguments of its constructor (:meth:`__getstate__`); loading calls that constructor on
+    them and takes the attributes of the object it builds (:meth:`__setstate__`). So a
+    loaded object has passed every check a new one passes, and a pickle holding anything
+    else (crafted, damaged, or another layout) raises the constructor's own error.
+
+    A class gives :meth:`_constructor_kwargs` (default: a dataclass's init fields) and,
+    when it validates through another constructor than the class, :meth:`_construct`.
+    """
+
+    __slots__ = ()
+
+    def _constructor_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments :meth:`_construct` rebuilds this object from."""
+        return {f.name: getattr(self, f.name) for f in fields(cast(Any, self)) if f.init}
+
+    @classmethod
+    def _construct(cls, **kwargs: Any) -> Any:
+        """The validating constructor a load goes through: the class itself."""
+        return cls(**kwargs)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The pickled state: :meth:`_constructor_kwargs`."""
+        return self._constructor_kwargs()
+
+    def __setstate__(self, state: Any) -> None:
+        """Load ``state`` through :meth:`_construct` (its errors, e.g. ``TypeError`` for an
+        unknown or missing argument, or a state that is not a dict)."""
+        built = type(self)._construct(**state)
+        self.__dict__.update(built.__dict__)
+
 
 #: The keys sglang requires, in the order its error message lists them.
 REQUIRED_KEYS = (
@@ -110,7 +147,7 @@ def kimi_k3_media_proc_cfg() -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class TransparentBgConfig:
+class TransparentBgConfig(_ByConstructor):
     """``transparent_bg_config``: the background transparent pixels are composited onto.
 
     Reproduces the reference dataclass ``TransparentBgConfig``
@@ -122,6 +159,10 @@ class TransparentBgConfig:
         chessboard_square_on_top_left: ``True`` puts a white square at the top left.
         chessboard_white_value: value 0..255 of the white squares.
         chessboard_gray_value: value 0..255 of the gray squares.
+
+    Pickling and copies: the fields, through the constructor (an unknown key raises its
+    ``TypeError``). Like the reference dataclass, the constructor keeps the values as
+    given; :meth:`from_dict` and :class:`MediaProcConfig` validate them.
     """
 
     pattern: str = TRANSPARENT_BG_DEFAULTS["pattern"]
@@ -169,7 +210,7 @@ VIDEO_KEYS = (
 
 
 @dataclass(frozen=True)
-class VideoConfig:
+class VideoConfig(_ByConstructor):
     """The six Kimi-K2.5 video keys of a ``media_proc_cfg``, as the core validated them.
 
     Read by ``kimi_k25_vision_processing.py: KimiK25VisionProcessor.get_resize_config``
@@ -184,6 +225,9 @@ class VideoConfig:
         temporal_merge_kernel_size: frames per chunk (4).
         timestamp_mode: ``"hh:mm:ss.fff"``, ``"mm:ss.fff"`` or ``"mm:ss"``; any other
             str, or None, fails where a timestamp is formatted (as in the checkpoint).
+
+    Pickling and copies: the fields, through the constructor; :class:`MediaProcConfig`
+    validates the values.
     """
 
     in_patch_limit_each_frame: int | None
@@ -206,7 +250,7 @@ def _video_keys(media_proc_cfg: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 @dataclass(frozen=True)
-class MediaProcConfig:
+class MediaProcConfig(_ByConstructor):
     """A validated ``media_proc_cfg`` (the keys the image path reads).
 
     Build it once per model with :meth:`from_dict`; it holds the Rust config
@@ -225,6 +269,13 @@ class MediaProcConfig:
         transparent_bg_fill_stage: ``"before_resize"`` (default) or ``"after_resize"``.
         video: the K2.5 video keys (:class:`VideoConfig`, or a mapping of all six), or
             None: ``video_chunk`` items are refused.
+
+    Pickling and copies: the fields, through the constructor (validated again on load,
+    with its errors; ``native`` is rebuilt, never pickled).
+
+    Raises:
+        TypeError / ConfigError: as :meth:`from_dict`, for a bad field; ``TypeError``
+            for a ``video`` mapping without all six keys.
     """
 
     patch_size: int
@@ -269,11 +320,6 @@ class MediaProcConfig:
             ("native", native),
         ):
             object.__setattr__(self, name, value)
-
-    def __reduce__(self) -> tuple[type[MediaProcConfig], tuple[Any, ...]]:
-        """Pickling and ``copy``: the class and its fields; loading validates them again
-        and builds a new ``native`` (so a pickle never holds the Rust object)."""
-        return (type(self), tuple(getattr(self, f.name) for f in fields(self) if f.init))
 
     @classmethod
     def from_dict(cls, media_proc_cfg: Any) -> MediaProcConfig:

@@ -19,7 +19,7 @@ from PIL import Image
 
 from . import _native, errors
 from .batch import _naming, _run
-from .config import REQUIRED_KEYS, MediaProcConfig
+from .config import REQUIRED_KEYS, MediaProcConfig, _ByConstructor
 from .decoding import _header_size
 from .errors import _DECODE_ERRORS, ImageError
 from .hf import KimiK3VisionProcessor
@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 @dataclass
-class KimiK3EncoderInputs:
+class KimiK3EncoderInputs(_ByConstructor):
     """Geometry of a batch, computed without touching pixels; pixels on demand.
 
     Attributes:
@@ -50,24 +50,69 @@ class KimiK3EncoderInputs:
         content_hashes: per image, the ``"content_hash"`` of its media dict, unchanged,
             or None (no media dict, or no such key).
 
+    The constructor takes ``original_image_sizes``, ``content_hashes`` and the items,
+    config and options (``_images``, ``_config``, ``_options``); ``grid_thws``,
+    ``resize_configs`` and ``num_tokens`` are the core's sizing of the sizes under the
+    config (a chunk's frame count from its item).
+
     Pickling: it pickles (``pickle``, ``copy.copy``, ``copy.deepcopy``), as sglang sends
-    its deferred items between processes. The geometry travels as it is; the images
-    by their own pickling: arrays, tensors, bytes and data URLs with their pixels or
-    data, a path as the path (read again wherever ``materialize`` runs; a file that
-    differs there fails the grid check), a PIL image as Pillow pickles it (pixels,
-    mode, size, ``info`` and palette, loaded on pickling). ``materialize`` after the
-    trip gives the same bits. An image that cannot be pickled raises what its own
-    pickling raises.
+    its deferred items between processes, as its constructor's arguments; a load goes
+    through the constructor (the geometry is sized again, so a damaged or crafted pickle
+    raises what the constructor raises). The images travel by their own pickling:
+    arrays, tensors, bytes and data URLs with their pixels or data, a path as the path
+    (read again wherever ``materialize`` runs; a file that differs there fails the grid
+    check), a PIL image as Pillow pickles it (pixels, mode, size, ``info`` and palette,
+    loaded on pickling). ``materialize`` after the trip gives the same bits. An image
+    that cannot be pickled raises what its own pickling raises.
+
+    Raises (constructor):
+        TypeError: ``_config`` is not a :class:`MediaProcConfig`, ``_options`` not the
+            options of a call, ``_images`` not a list, ``original_image_sizes`` not one
+            ``[width, height]`` pair of ints in ``0..2**64`` per item, ``content_hashes``
+            not one entry per item.
+        ValueError: a chunk item without frames or video keys in the config
+            (:func:`prepare_kimi_k3_encoder_inputs`' message); :class:`ImageError`
+            naming the item for a zero side or one over the core's maximum.
     """
 
-    grid_thws: npt.NDArray[np.int64]
-    resize_configs: list[dict[str, int]]
-    num_tokens: list[int]
+    grid_thws: npt.NDArray[np.int64] = field(init=False)
+    resize_configs: list[dict[str, int]] = field(init=False)
+    num_tokens: list[int] = field(init=False)
     original_image_sizes: list[list[int]]
     content_hashes: list[Any]
     _images: list[Any] = field(repr=False)
     _config: MediaProcConfig = field(repr=False)
     _options: _Options = field(repr=False)
+
+    def __post_init__(self) -> None:
+        """Check the arguments and size every item (what a load runs too)."""
+        owner = type(self).__name__
+        if not isinstance(self._config, MediaProcConfig):
+            raise errors.bad_field(owner, "_config", "a kimi_k3_rs.MediaProcConfig", self._config)
+        if not isinstance(self._options, _Options):
+            rule = "the options of a call (kimi_k3_rs.options._Options)"
+            raise errors.bad_field(owner, "_options", rule, self._options)
+        if not isinstance(self._images, list):
+            raise errors.bad_field(owner, "_images", "a list", self._images)
+        count = len(self._images)
+        sizes = self.original_image_sizes
+        if not (
+            isinstance(sizes, list)
+            and len(sizes) == count
+            and all(isinstance(s, (list, tuple)) and len(s) == 2 and all(_is_side(v) for v in s) for s in sizes)
+        ):
+            rule = f"a list of {count} [width, height] pairs of ints in 0..2**64 (one per item)"
+            raise errors.bad_field(owner, "original_image_sizes", rule, sizes)
+        hashes = self.content_hashes
+        if not (isinstance(hashes, list) and len(hashes) == count):
+            raise errors.bad_field(owner, "content_hashes", f"a list of {count} entries (one per item)", hashes)
+        frames = []
+        for index, item in enumerate(self._images):  # 0 for an image, a chunk's frame count
+            with _naming(index):
+                frames.append(len(_chunk_frames(item, self._config)) if _is_video_chunk(item) else 0)
+        tuples, self.grid_thws = _native.size_items([(w, h) for w, h in sizes], self._config.native, frames)
+        self.resize_configs = [_resize_dict(t) for t in tuples]
+        self.num_tokens = [r["num_tokens"] for r in self.resize_configs]
 
     def materialize(self, indices: Sequence[int] | None = None) -> list[npt.NDArray[np.float32]]:
         """Preprocess the images at ``indices`` (all when None), in that order.
@@ -252,6 +297,12 @@ class _Flavour:
     chunks: bool
 
 
+def _is_side(value: Any) -> bool:
+    """Whether the core's sizing takes ``value`` as an image side: an int (not a bool) of
+    64 unsigned bits (the core refuses 0, and sides over its maximum, naming the item)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**64
+
+
 _K3 = _Flavour(errors.no_media_proc_cfg, None, errors.unsupported_media_item, False, True)
 _K25 = _Flavour(errors.k25_no_navit_config, errors.k25_no_navit_config, errors.k25_unsupported_media_item, True, False)
 
@@ -303,12 +354,11 @@ def _prepare(
         base.max_decoded_bytes if max_decoded_bytes is _UNSET else max_decoded_bytes,
         base.allowed_formats if allowed_formats is _UNSET else allowed_formats,
     )
-    # per item: what materialize preprocesses, its content hash, what it is sized from
-    # (the image, or a chunk's frame 0), and its frame count (0 for an image)
+    # per item: what materialize preprocesses, its content hash, and what it is sized
+    # from (the image, or a chunk's frame 0)
     items: list[Any] = []
     hashes: list[Any] = []
     sources: list[Any] = []
-    frames: list[int] = []
     for index, item in enumerate(_as_list(images)):
         if flavour.chunks and _is_video_chunk(item) and cfg.video is not None:
             with _naming(index):
@@ -316,7 +366,6 @@ def _prepare(
             items.append(item)
             hashes.append(item.get("content_hash"))
             sources.append(chunk[0])
-            frames.append(len(chunk))
             continue
         if isinstance(item, Mapping) and (item.get("type") != "image" or "image" not in item):
             raise flavour.media_item(item)
@@ -326,7 +375,6 @@ def _prepare(
         items.append(image)
         hashes.append(content_hash)
         sources.append(image)
-        frames.append(0)
     try:
         sizes = [_header_size(source, opts.exif_transpose, opts.allowed_formats) for source in sources]  # reads headers only
     except (ImageError, *_DECODE_ERRORS):
@@ -334,12 +382,7 @@ def _prepare(
             with _naming(index):
                 _header_size(source, opts.exif_transpose, opts.allowed_formats)
         raise
-    tuples, grid = _native.size_items(sizes, cfg.native, frames)
-    configs = [_resize_dict(t) for t in tuples]
     return result(
-        grid_thws=grid,
-        resize_configs=configs,
-        num_tokens=[r["num_tokens"] for r in configs],
         original_image_sizes=[[w, h] for w, h in sizes],
         content_hashes=hashes,
         _images=items,

@@ -216,6 +216,11 @@ def not_a_mapping(what: str, value: Any) -> TypeError:
     """``media_proc_cfg`` (or another dict argument) is not a mapping."""
     return TypeError(f"{what} must be a dict, got {abbreviate(type(value).__name__, quote=False)}")
 
+def bad_field(owner: str, name: str, rule: str, value: Any) -> TypeError:
+    """A class built, or loaded from a pickle (which goes through its constructor), with
+    field ``name`` outside its rule (``KimiK3EncoderInputs``)."""
+    return TypeError(f"{owner}.{name} must be {rule}, got {abbreviate(value)}")
+
 
 def no_media_proc_cfg_in(path: str) -> ConfigError:
     """A ``preprocessor_config.json`` without a ``media_proc_cfg`` object."""

@@ -34,7 +34,12 @@ from PIL import Image
 
 from . import _native, errors
 from .batch import _run
-from .config import MediaProcConfig, TransparentBgConfig, load_media_proc_cfg
+from .config import (
+    MediaProcConfig,
+    TransparentBgConfig,
+    _ByConstructor,
+    load_media_proc_cfg,
+)
 from .decoding import _header_size
 from .hf_outputs import _batch_feature, _to_tensors
 from .hf_resize import _resize_and_pad
@@ -60,7 +65,7 @@ __all__ = ["PREPROCESSOR_CONFIG_NAME", "KimiK3VisionProcessor"]
 _CHECKPOINT_CLASSES = {"kimi_k3": "KimiK3VisionProcessor", "kimi_k25": "KimiK25VisionProcessor"}
 
 
-class KimiK3VisionProcessor:
+class KimiK3VisionProcessor(_ByConstructor):
     """Drop-in for the checkpoint's ``KimiK3VisionProcessor`` (and K2.5's ``KimiK25VisionProcessor``).
 
     Reproduces ``kimi_k3_vision_processing.py: KimiK3VisionProcessor`` and
@@ -84,6 +89,11 @@ class KimiK3VisionProcessor:
             False, as the checkpoint; see :func:`preprocess`).
         dtype, num_threads, max_image_pixels, max_decoded_bytes, allowed_formats: as
             :func:`preprocess`, for every call.
+
+    Pickling and ``copy.copy``: the constructor's arguments (the ``media_proc_cfg`` dict
+    and the options), and a load builds the processor through the constructor, so a
+    damaged or crafted pickle raises what the constructor raises; attributes set on the
+    instance afterwards are not kept.
 
     Raises:
         ValueError / TypeError: as :meth:`MediaProcConfig.from_dict` and the options
@@ -109,6 +119,10 @@ class KimiK3VisionProcessor:
             pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels, max_decoded_bytes, allowed_formats
         )
         self._flavour = _flavour(self._media_proc_cfg)
+
+    def _constructor_kwargs(self) -> dict[str, Any]:
+        """The constructor's arguments that give this processor (what it pickles as)."""
+        return {"media_proc_cfg": self._media_proc_cfg, **self.options._constructor_kwargs()}
 
     def __deepcopy__(self, memo: dict[int, Any]) -> KimiK3VisionProcessor:
         """A deep copy (``ProcessorMixin.to_dict`` / ``__repr__`` deep-copy their parts):

@@ -15,7 +15,7 @@ import numpy as np
 from PIL import Image
 
 from . import _native, errors
-from .config import resolve_pillow_compat
+from .config import _ByConstructor, resolve_pillow_compat
 
 __all__ = ["DEFAULT_MAX_DECODED_BYTES", "DEFAULT_MAX_IMAGE_PIXELS", "NUM_THREADS_ENV", "VISION_FORMATS"]
 
@@ -94,9 +94,12 @@ def _env_threads() -> int:
 
 
 @dataclass(frozen=True)
-class _Options:
+class _Options(_ByConstructor):
     """The per-call options of every entry point, validated (the core checks
-    ``pillow_compat``, ``dtype`` and ``num_threads``: ``native``)."""
+    ``pillow_compat``, ``dtype`` and ``num_threads``: ``native``); built by :meth:`make`.
+
+    Pickling and copies: the keyword arguments of :meth:`make`, which a load calls
+    (so a damaged pickle raises what ``make`` raises for those values)."""
 
     native: _native.Options
     exif_transpose: bool = False
@@ -104,26 +107,15 @@ class _Options:
     max_decoded_bytes: int | None = DEFAULT_MAX_DECODED_BYTES
     allowed_formats: frozenset[str] | None = None
 
-    def _key(self) -> tuple[str, str, int, bool, int | None, int | None, frozenset[str] | None]:
-        return (
-            self.compat,
-            self.dtype,
-            self.num_threads,
-            self.exif_transpose,
-            self.max_image_pixels,
-            self.max_decoded_bytes,
-            self.allowed_formats,
-        )
-
     def __eq__(self, other: object) -> bool:
         """Equal when every option is (``native`` compared by its values, so copies and
         unpickled options equal the original)."""
         if not isinstance(other, _Options):
             return NotImplemented
-        return self._key() == other._key()
+        return self._constructor_kwargs() == other._constructor_kwargs()
 
     def __hash__(self) -> int:
-        return hash(self._key())
+        return hash(tuple(self._constructor_kwargs().values()))
 
     @property
     def compat(self) -> str:
@@ -139,6 +131,23 @@ class _Options:
     def num_threads(self) -> int:
         """Threads of a call."""
         return self.native.num_threads
+
+    def _constructor_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments of :meth:`make` (and of the processor) that give these options."""
+        return {
+            "pillow_compat": self.compat,
+            "exif_transpose": self.exif_transpose,
+            "dtype": self.dtype,
+            "num_threads": self.num_threads,
+            "max_image_pixels": self.max_image_pixels,
+            "max_decoded_bytes": self.max_decoded_bytes,
+            "allowed_formats": self.allowed_formats,
+        }
+
+    @classmethod
+    def _construct(cls, **kwargs: Any) -> _Options:
+        """A load goes through :meth:`make`, the constructor that validates."""
+        return cls.make(**kwargs)
 
     @classmethod
     def make(
