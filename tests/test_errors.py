@@ -756,3 +756,176 @@ def test_every_per_image_error_names_its_index(name):
         kimi_k3_rs.preprocess(batch, cfg, num_threads=2)
     with pytest.raises(kimi_k3_rs.ImageError, match=r"^image 2: "):
         kimi_k3_rs.prepare_kimi_k3_encoder_inputs(batch, cfg).materialize()
+
+
+# ---------------------------------------------------------------------------
+# Issue #21 (8): any fault met while input k is read names k
+# ---------------------------------------------------------------------------
+
+
+class _FaultyTensor:
+    """The ``torch.Tensor`` surface the library reads (a uint8 HWC tensor), whose
+    conversion to numpy raises ``fault``: from ``numpy()`` itself, or from the
+    ``__array__`` of what ``numpy()`` returns."""
+
+    __module__ = "torch"
+    dtype = "torch.uint8"
+    shape = (6, 5, 3)
+
+    def __init__(self, fault, where):
+        self.fault, self.where = fault, where
+
+    def numpy(self):
+        if self.where == "numpy":
+            raise self.fault
+        fault = self.fault
+
+        class Faulty:
+            def __array__(self, *args, **kwargs):
+                raise fault
+
+        return Faulty()
+
+
+def _patched(monkeypatch, target, name, fault):
+    """Make ``target.name`` raise ``fault`` (undone by ``monkeypatch``)."""
+
+    def broken(self, *args, **kwargs):
+        raise fault
+
+    monkeypatch.setattr(target, name, broken)
+
+
+def _lazy_pil(fault, tmp_path, monkeypatch):
+    from PIL import PpmImagePlugin
+
+    _patched(monkeypatch, PpmImagePlugin.PpmImageFile, "load", fault)
+    return Image.open(io.BytesIO(_ppm()))
+
+
+def _exif_fault(make):
+    """An input made by ``make(tmp_path)`` whose EXIF cannot be read (Pillow's
+    ``getexif`` raises the fault; read under ``exif_transpose``)."""
+
+    def faulty(fault, tmp_path, monkeypatch):
+        _patched(monkeypatch, Image.Image, "getexif", fault)
+        return make(tmp_path)
+
+    return faulty
+
+
+def _ppm_file(tmp_path):
+    path = tmp_path / "faulty.ppm"
+    path.write_bytes(_ppm())
+    return str(path)
+
+
+#: Each carrier of an input, with a fault met while it is read:
+#: ``name -> (make(fault, tmp_path, monkeypatch) -> the input, exif_transpose)``.
+#: Encoded inputs are PPM files (Pillow's route, where ``exif_transpose`` reads the
+#: EXIF with Pillow). numpy arrays have no Python step that reads them (the core
+#: reads them and names its own errors); they are the good inputs beside.
+FAULTY_INPUTS = {
+    "PIL lazy (load raises)": (_lazy_pil, False),
+    "PIL loaded (getexif raises)": (_exif_fault(lambda tmp_path: noise(7, 5, "RGB", 0)), True),
+    "bytes": (_exif_fault(lambda tmp_path: _ppm()), True),
+    "path": (_exif_fault(_ppm_file), True),
+    "data URL": (_exif_fault(lambda tmp_path: "data:image/x-portable-pixmap;base64,"
+                             + base64.b64encode(_ppm()).decode()), True),
+    "media dict": (_exif_fault(lambda tmp_path: {"type": "image", "image": _ppm()}), True),
+    "tensor (numpy raises)": (lambda fault, tmp_path, monkeypatch: _FaultyTensor(fault, "numpy"), False),
+    "tensor (__array__ raises)": (lambda fault, tmp_path, monkeypatch: _FaultyTensor(fault, "__array__"), False),
+}
+
+
+def _faulty_entries(exif_transpose):
+    """Every entry that reads a batch, by name: preprocess on one and two threads, the
+    processor, and both deferred flows through materialize."""
+    k25 = kimi_k3_rs.kimi_k25_media_proc_cfg()
+    processor = kimi_k3_rs.KimiK3VisionProcessor(k25, exif_transpose=exif_transpose)
+    return {
+        "preprocess": lambda batch: kimi_k3_rs.preprocess(batch, k25, exif_transpose=exif_transpose),
+        "preprocess 2 threads": lambda batch: kimi_k3_rs.preprocess(batch, k25, exif_transpose=exif_transpose,
+                                                                    num_threads=2),
+        "processor": lambda batch: processor.preprocess([b if isinstance(b, dict) else {"type": "image", "image": b}
+                                                         for b in batch]),
+        "k3 deferred": lambda batch: kimi_k3_rs.prepare_kimi_k3_encoder_inputs(
+            batch, k25, exif_transpose=exif_transpose).materialize(),
+        "k25 deferred": lambda batch: kimi_k3_rs.prepare_kimi_k25_encoder_inputs(
+            batch, k25, exif_transpose=exif_transpose).materialize(),
+    }
+
+
+@pytest.mark.parametrize("kind", [ValueError, TypeError, AttributeError, ZeroDivisionError])
+@pytest.mark.parametrize("carrier", sorted(FAULTY_INPUTS))
+def test_any_fault_reading_an_input_names_it(carrier, kind, tmp_path, monkeypatch):
+    """Whatever reading input 2 raises (Pillow, a tensor, an ``__array__``, the
+    caller's object) is an ImageError ``image 2: cannot read or decode it: {kind}: ...``
+    with the fault chained, on every entry; the library then works on."""
+    fault = kind("the fault of input 2")
+    make, exif_transpose = FAULTY_INPUTS[carrier]
+    good = [np.zeros((4, 4, 3), np.uint8), noise_array(9, 7, "L", 1)]  # no EXIF read
+    for name, entry in _faulty_entries(exif_transpose).items():
+        with pytest.raises(ImageError, match=rf"^image 2: cannot read or decode it: {kind.__name__}: ") as info:
+            entry([*good, make(fault, tmp_path, monkeypatch)])
+        cause = info.value.__cause__
+        while cause is not None and cause is not fault:
+            cause = cause.__cause__
+        assert cause is fault, name
+        monkeypatch.undo()
+    sanity_check()
+
+
+def test_closed_pil_image_names_its_index():
+    """The reported case: a closed PIL image at position 2 of a batch (Pillow's
+    ``ValueError: Operation on closed image`` escaped without the index), in every
+    entry, in a video chunk's frames too."""
+    good = [np.zeros((4, 4, 3), np.uint8), noise(9, 7, "RGB", 1)]
+    for mode in ("RGB", "RGBA", "L", "LA", "P", "CMYK", "I;16"):
+        closed = Image.new(mode, (6, 5))
+        closed.close()
+        for exif_transpose in (False, True):
+            for entry in _faulty_entries(exif_transpose).values():
+                with pytest.raises(ImageError, match=exact("image 2: cannot read or decode it: ValueError: "
+                                                           "Operation on closed image")):
+                    entry([*good, closed])
+    closed = Image.new("RGB", (6, 5))
+    closed.close()
+    chunk = {"type": "video_chunk", "video_chunk": [noise(9, 7, "RGB", 2), closed]}
+    with pytest.raises(ImageError, match=r"^image 1: cannot read or decode it: ValueError: Operation on closed image"):
+        kimi_k3_rs.preprocess([good[0], chunk], kimi_k3_rs.kimi_k25_media_proc_cfg())
+    sanity_check()
+
+
+def test_verbatim_texts_stay_as_they_are_among_other_images():
+    """The texts of sglang and the checkpoint, built in Python or in the core, keep their
+    class and text (no index) in a batch, though any other fault of the same class
+    names its image."""
+    good = np.zeros((4, 4, 3), np.uint8)
+    k25 = kimi_k3_rs.kimi_k25_media_proc_cfg()
+    for item, cls, text in [
+        (3.5, ValueError, "Unsupported data type: <class 'float'>"),
+        ({"type": "image"}, ValueError, "Unsupported Kimi-K3 encoder media item: {'type': 'image'}"),
+        (_TensorOfDtype("torch.float32"), ValueError, "Kimi-K3 preprocessing expects raw uint8 pixels, got torch.float32"),
+        # the core's texts (its sizing runs under the deferred flow's naming)
+        (np.zeros((4, 4, 5), np.uint8), ValueError, "Unsupported Kimi-K3 image channel count: 5"),
+        (np.zeros((4, 4, 3), np.float32), ValueError, "Kimi-K3 preprocessing expects raw uint8 pixels, got float32"),
+    ]:
+        batch = [good, good, item]
+        for call in (kimi_k3_rs.preprocess, kimi_k3_rs.prepare_kimi_k3_encoder_inputs):
+            with pytest.raises(cls, match=exact(text)) as info:
+                result = call(batch, k25)
+                if not isinstance(result, dict):  # the deferred flow: its pixels
+                    result.materialize()
+            assert type(info.value) is cls
+
+
+class _TensorOfDtype:
+    __module__ = "torch"
+    shape = (4, 4, 3)
+
+    def __init__(self, dtype):
+        self.dtype = dtype
+
+    def numpy(self):
+        raise AssertionError("not read: its dtype is refused first")

@@ -17,7 +17,7 @@ import numpy.typing as npt
 from . import _native, errors
 from .config import MediaProcConfig
 from .decoding import _check_header, _loaded
-from .errors import _DECODE_ERRORS, ImageError
+from .errors import ImageError, KimiK3Error
 from .inputs import _unwrap_media
 from .modes import _pixels
 from .native_decode import _route
@@ -27,16 +27,23 @@ from .video import _chunk_frames, _is_video_chunk, _rgb_frame
 
 @contextlib.contextmanager
 def _naming(index: int) -> Iterator[None]:
-    """Put the batch index in front of image errors (a ``MemoryError`` stays one, with
-    the index); a file or bytes object that Pillow cannot read or decode becomes an
-    :class:`ImageError`."""
+    """Name image ``index`` of a batch in what reading it raises: an :class:`ImageError`
+    gets the index in front (its class kept), a ``MemoryError`` stays one with the
+    index, and any other exception becomes an :class:`ImageError` ``image {index}:
+    cannot read or decode it: {exc}`` (chained): a file Pillow cannot decode, a closed
+    PIL image, a ``load``, ``__array__`` or tensor conversion that raises. Passed on as
+    they are: the package's errors about the call (a :class:`KimiK3Error` that is not
+    an :class:`ImageError`), and another project's texts (:func:`errors.is_verbatim`),
+    which sglang and the checkpoint raise without an index."""
     try:
         yield
     except ImageError as exc:
         raise errors.at_image(index, exc) from exc
     except MemoryError as exc:
         raise errors.memory_at_image(index, exc) from exc
-    except _DECODE_ERRORS as exc:
+    except Exception as exc:
+        if isinstance(exc, KimiK3Error) or errors.is_verbatim(exc):
+            raise
         raise errors.at_image(index, errors.unreadable(exc)) from exc
 
 

@@ -21,7 +21,6 @@ from . import _native, errors
 from .batch import _naming, _run
 from .config import REQUIRED_KEYS, MediaProcConfig, _ByConstructor
 from .decoding import _header_size
-from .errors import _DECODE_ERRORS, ImageError
 from .hf import KimiK3VisionProcessor
 from .inputs import _as_list, _is_torch_tensor, _split_media
 from .options import _UNSET, _Options, _Unset
@@ -375,13 +374,10 @@ def _prepare(
         items.append(image)
         hashes.append(content_hash)
         sources.append(image)
-    try:
-        sizes = [_header_size(source, opts.exif_transpose, opts.allowed_formats) for source in sources]  # reads headers only
-    except (ImageError, *_DECODE_ERRORS):
-        for index, source in enumerate(sources):  # again, to name the item that fails
-            with _naming(index):
-                _header_size(source, opts.exif_transpose, opts.allowed_formats)
-        raise
+    sizes: list[tuple[int, int]] = []
+    for index, source in enumerate(sources):
+        with _naming(index):  # any fault reading it names the item
+            sizes.append(_header_size(source, opts.exif_transpose, opts.allowed_formats))  # reads headers only
     return result(
         original_image_sizes=[[w, h] for w, h in sizes],
         content_hashes=hashes,

@@ -9,13 +9,18 @@ Python API); each returns the exception for the caller to ``raise``.
 
 Every caller value embedded in a message goes through :func:`abbreviate`, the
 core's one abbreviation (at most 200 characters, on one line). Texts that sglang or
-the checkpoint define are kept verbatim, class included.
+the checkpoint define are kept verbatim, class included, and marked
+(:func:`is_verbatim`, set by their builders here and by the core) so that a batch
+raises them as they are; any other fault met while an input is read becomes an
+:class:`ImageError` naming the input (``kimi_k3_rs.batch._naming``).
 """
 
 from __future__ import annotations
 
+import functools
 import struct
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
 
 from PIL import UnidentifiedImageError
 
@@ -35,6 +40,35 @@ __all__ = ["ConfigError", "ImageError", "ImageTooLargeError", "KimiK3Error", "ab
 #: ``KeyError`` / ``IndexError`` / ``struct.error`` / ``EOFError`` (other plugins).
 _DECODE_ERRORS = (OSError, SyntaxError, NotImplementedError, RuntimeError, KeyError, IndexError, EOFError, struct.error)
 
+_P = ParamSpec("_P")
+_E = TypeVar("_E", bound=BaseException)
+
+#: The attribute (``True``) that marks an exception of another project's text and
+#: class: set by :func:`_verbatim` and by the core (``src/python/errors.rs:
+#: VERBATIM_ATTR``, the same name).
+_VERBATIM = "_kimi_k3_rs_verbatim"
+
+
+def _verbatim(build: Callable[_P, _E]) -> Callable[_P, _E]:
+    """Mark an error builder whose text and class are another project's (sglang's, the
+    checkpoint's): each exception it returns carries the mark that :func:`is_verbatim`
+    reads, so that a batch raises it as it is, without the image's index in front, as
+    there (``kimi_k3_rs.batch._naming``)."""
+
+    @functools.wraps(build)
+    def marked(*args: _P.args, **kwargs: _P.kwargs) -> _E:
+        exc = build(*args, **kwargs)
+        setattr(exc, _VERBATIM, True)
+        return exc
+
+    return marked
+
+
+def is_verbatim(exc: BaseException) -> bool:
+    """Whether ``exc`` carries another project's text and class: built by a
+    :func:`_verbatim` builder, or by the core (its copies of sglang's texts)."""
+    return getattr(exc, _VERBATIM, False) is True
+
 
 # --- sglang's texts (kimi_k3_image_processing.py), verbatim --------------------------
 
@@ -44,28 +78,33 @@ def missing_keys(names: list[str]) -> ConfigError:
     return ConfigError("Kimi-K3 image processor is missing deferred-preprocessing config: " + ", ".join(names))
 
 
+@_verbatim
 def no_media_proc_cfg() -> ValueError:
     """``prepare_kimi_k3_encoder_inputs``: the processor has no ``media_proc_cfg`` dict."""
     return ValueError("Kimi-K3 EPD owner-side preprocessing requires image_processor.media_proc_cfg")
 
 
+@_verbatim
 def unsupported_media_item(item: Any) -> ValueError:
     """A media dict that is not ``{"type": "image", "image": ...}``."""
     return ValueError(f"Unsupported Kimi-K3 encoder media item: {abbreviate(item)}")
 
 
+@_verbatim
 def tensor_dtype(dtype: Any) -> ValueError:
     """``to_hwc_uint8``: a torch tensor that is not ``torch.uint8`` (the core says the same
     of numpy arrays, naming their numpy dtype)."""
     return ValueError(f"Kimi-K3 preprocessing expects raw uint8 pixels, got {abbreviate(str(dtype), quote=False)}")
 
 
+@_verbatim
 def channel_count(channels: int) -> ValueError:
     """``to_hwc_uint8``: an ``HWC`` torch tensor whose channel count is not 1 to 4 (the
     core says the same of arrays)."""
     return ValueError(f"Unsupported Kimi-K3 image channel count: {channels}")
 
 
+@_verbatim
 def wrong_grids() -> ValueError:
     """``materialize``: the grids of the pixels differ from those computed up front."""
     return ValueError("Kimi-K3 deferred CPU preprocessing produced wrong grids")
@@ -74,6 +113,7 @@ def wrong_grids() -> ValueError:
 # --- the checkpoint's texts (kimi_k3_vision_processing.py: _to_pil), verbatim -------
 
 
+@_verbatim
 def unsupported_data_type(data: Any) -> ValueError:
     """``_to_pil``: an input that is neither an image, an array, a tensor nor encoded data."""
     return ValueError(f"Unsupported data type: {abbreviate(type(data))}")
@@ -216,6 +256,7 @@ def not_a_mapping(what: str, value: Any) -> TypeError:
     """``media_proc_cfg`` (or another dict argument) is not a mapping."""
     return TypeError(f"{what} must be a dict, got {abbreviate(type(value).__name__, quote=False)}")
 
+
 def bad_field(owner: str, name: str, rule: str, value: Any) -> TypeError:
     """A class built, or loaded from a pickle (which goes through its constructor), with
     field ``name`` outside its rule (``KimiK3EncoderInputs``)."""
@@ -235,21 +276,25 @@ def sizes_not_integers(dtype: Any) -> TypeError:
 # --- sglang's texts (kimi_k25_image_processing.py: prepare_kimi_k25_encoder_inputs), verbatim
 
 
+@_verbatim
 def k25_no_navit_config() -> ValueError:
     """``prepare_kimi_k25_encoder_inputs``: no ``media_proc_cfg`` dict, or a required key absent."""
     return ValueError("Kimi-K2.5 encoder preprocessing needs NaViT media config")
 
 
+@_verbatim
 def k25_unsupported_media_item(item: Any) -> ValueError:
     """``prepare_kimi_k25_encoder_inputs``: a media dict that is not ``{"type": "image", "image": ...}``."""
     return ValueError(f"Unsupported Kimi-K2.5 encoder media item: {abbreviate(item)}")
 
 
+@_verbatim
 def k25_not_pil_or_tensor() -> TypeError:
     """``_to_pil_rgb``: an input of no accepted type, or an array / tensor that is not uint8."""
     return TypeError("Kimi-K2.5 encoder preprocessing expects PIL or uint8 tensors")
 
 
+@_verbatim
 def k25_wrong_grids() -> ValueError:
     """K2.5 ``materialize``: the grids of the pixels differ from those computed up front."""
     return ValueError("Kimi-K2.5 deferred CPU preprocessing produced wrong grids")
@@ -258,6 +303,7 @@ def k25_wrong_grids() -> ValueError:
 # --- video chunks (kimi_k3_rs.video) ----------------------------------------------------
 
 
+@_verbatim
 def invalid_timestamp_mode(mode: Any) -> ValueError:
     """``media_utils.py: timestamp_as_str``: a ``timestamp_mode`` it does not know (its text)."""
     return ValueError(f"Invalid timestamp mode: {abbreviate(mode, quote=False)}")
@@ -277,22 +323,26 @@ def bad_video_argument(name: str, rule: str, value: Any) -> KimiK3Error:
 # kimi_k25_vision_processing.py, media_utils.py), verbatim ------------------------------
 
 
+@_verbatim
 def unsupported_media_type(kind: Any) -> ValueError:
     """``ensure_media_type``: a media dict whose ``"type"`` the processor does not take
     (K3: anything but ``image``; K2.5: anything but ``image`` / ``video_chunk``)."""
     return ValueError(f"Unsupported media type: {abbreviate(kind, quote=False)}")
 
 
+@_verbatim
 def unsupported_type(kind: Any) -> ValueError:
     """``get_resize_config``: a media dict of a type the processor cannot size."""
     return ValueError(f"Unsupported type: {abbreviate(kind, quote=False)}")
 
 
+@_verbatim
 def not_a_pil_image() -> AssertionError:
     """``image_to_np`` (``resize_image``): the image is not a ``PIL.Image.Image``."""
     return AssertionError("image must be a PIL Image")
 
 
+@_verbatim
 def invalid_video_format() -> AssertionError:
     """``get_video_meta``: the decoder reports no frames, no size or no frame rate."""
     return AssertionError("Invalid video format.")

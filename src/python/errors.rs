@@ -33,17 +33,34 @@ create_exception!(
     "An encoded image's header claims more pixels than max_image_pixels."
 );
 
+/// The attribute (set to `True`) that marks an exception whose class and text
+/// are another project's: `kimi_k3_rs.errors.is_verbatim` reads it (the
+/// Python builders of such texts set it too), and a batch raises such an
+/// exception as it is, without an image index.
+const VERBATIM_ATTR: &str = "_kimi_k3_rs_verbatim";
+
+/// `err` with the mark of [`VERBATIM_ATTR`].
+fn verbatim(err: PyErr) -> PyErr {
+    Python::attach(|py| {
+        // A new ValueError takes any attribute; should setting it fail (no
+        // memory), the exception goes unmarked and is only named.
+        let _ = err.value(py).setattr(VERBATIM_ATTR, true);
+    });
+    err
+}
+
 /// The exception of `err` with the text `msg`: the class follows the fault.
 ///
 /// Config values are `ConfigError`, per-image and `out=` faults `ImageError`,
 /// options and the reference's side-limit assertion `KimiK3Error`; sglang's
-/// verbatim texts (`Channels`, `PixelDtype`) keep sglang's class, `ValueError`.
+/// verbatim texts (`Channels`, `PixelDtype`) keep sglang's class, `ValueError`,
+/// marked [`verbatim`].
 fn new_err(err: &KimiError, msg: String) -> PyErr {
     match err {
         KimiError::Config { .. } | KimiError::Pattern(_) | KimiError::NoVideoConfig => {
             ConfigError::new_err(msg)
         }
-        KimiError::Channels(_) | KimiError::PixelDtype(_) => PyValueError::new_err(msg),
+        KimiError::Channels(_) | KimiError::PixelDtype(_) => verbatim(PyValueError::new_err(msg)),
         KimiError::NotAnArray { .. }
         | KimiError::NotAnInt { .. }
         | KimiError::ConfigType { .. }
