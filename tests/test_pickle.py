@@ -372,58 +372,58 @@ CRAFTED = {
     "options, the attributes of a bare __dict__": (options, _Options.make, {"native": _native.Options("13", "float32", 1)},
                                                    TypeError, "_Options.make() got an unexpected keyword argument 'native'"),
     "processor without media_proc_cfg": (processors, kimi_k3_rs.KimiK3VisionProcessor, {"media_proc_cfg": ...}, TypeError,
-                                         "KimiK3VisionProcessor.__init__() missing 1 required positional argument: "
-                                         "'media_proc_cfg'"),
+                                         ("KimiK3VisionProcessor.__init__() missing 1 required positional argument: "
+                                         "'media_proc_cfg'")),
     "processor media_proc_cfg missing keys": (processors, kimi_k3_rs.KimiK3VisionProcessor,
                                               {"media_proc_cfg": {"patch_size": 14}}, kimi_k3_rs.ConfigError,
-                                              "Kimi-K3 image processor is missing deferred-preprocessing config: "
+                                              ("Kimi-K3 image processor is missing deferred-preprocessing config: "
                                               "merge_kernel_size, in_patch_limit, patch_limit_on_one_side, image_mean, "
-                                              "image_std"),
+                                              "image_std")),
     "processor media_proc_cfg not a dict": (processors, kimi_k3_rs.KimiK3VisionProcessor, {"media_proc_cfg": None},
                                             TypeError, "media_proc_cfg must be a dict, got NoneType"),
     "processor max_image_pixels=-1": (processors, kimi_k3_rs.KimiK3VisionProcessor, {"max_image_pixels": -1},
                                       kimi_k3_rs.KimiK3Error, "max_image_pixels must be a positive int or None, got -1"),
     "processor, the attributes of a bare __dict__": (processors, kimi_k3_rs.KimiK3VisionProcessor,
                                                      {"config": K25, "options": ...}, TypeError,
-                                                     "KimiK3VisionProcessor.__init__() got an unexpected keyword "
-                                                     "argument 'config'"),
+                                                     ("KimiK3VisionProcessor.__init__() got an unexpected keyword "
+                                                     "argument 'config'")),
     "encoder inputs, one size for two images": (encoder_inputs, KimiK3EncoderInputs,
                                                 {"original_image_sizes": [[56, 28]]}, TypeError,
-                                                "KimiK3EncoderInputs.original_image_sizes must be a list of 2 [width, "
-                                                "height] pairs of ints in 0..2**64 (one per item), got [[56, 28]]"),
+                                                ("KimiK3EncoderInputs.original_image_sizes must be a list of 2 [width, "
+                                                "height] pairs of ints in 0..2**64 (one per item), got [[56, 28]]")),
     "encoder inputs, a negative side": (encoder_inputs, KimiK3EncoderInputs,
                                         {"original_image_sizes": [[56, 28], [-1, 30]]}, TypeError,
-                                        "KimiK3EncoderInputs.original_image_sizes must be a list of 2 [width, height] "
-                                        "pairs of ints in 0..2**64 (one per item), got [[56, 28], [-1, 30]]"),
+                                        ("KimiK3EncoderInputs.original_image_sizes must be a list of 2 [width, height] "
+                                        "pairs of ints in 0..2**64 (one per item), got [[56, 28], [-1, 30]]")),
     "encoder inputs, a zero side": (encoder_inputs, KimiK3EncoderInputs,
                                     {"original_image_sizes": [[56, 28], [0, 30]]}, kimi_k3_rs.ImageError,
                                     "image 1: image width and height must be positive, got 0x30"),
     "encoder inputs, one image fewer": (encoder_inputs, KimiK3EncoderInputs,
                                         {"_images": [noise_array(56, 28, "RGB", 0)]}, TypeError,
-                                        "KimiK3EncoderInputs.original_image_sizes must be a list of 1 [width, height] "
-                                        "pairs of ints in 0..2**64 (one per item), got [[56, 28], [30, 30]]"),
+                                        ("KimiK3EncoderInputs.original_image_sizes must be a list of 1 [width, height] "
+                                        "pairs of ints in 0..2**64 (one per item), got [[56, 28], [30, 30]]")),
     "encoder inputs, images not a list": (encoder_inputs, KimiK3EncoderInputs, {"_images": None}, TypeError,
                                           "KimiK3EncoderInputs._images must be a list, got None"),
     "encoder inputs, hashes of another length": (encoder_inputs, KimiK3EncoderInputs, {"content_hashes": []},
-                                                 TypeError, "KimiK3EncoderInputs.content_hashes must be a list of 2 "
-                                                 "entries (one per item), got []"),
+                                                 TypeError, ("KimiK3EncoderInputs.content_hashes must be a list of 2 "
+                                                 "entries (one per item), got []")),
     "encoder inputs, no options": (encoder_inputs, KimiK3EncoderInputs, {"_options": None}, TypeError,
-                                   "KimiK3EncoderInputs._options must be the options of a call "
-                                   "(kimi_k3_rs.options._Options), got None"),
+                                   ("KimiK3EncoderInputs._options must be the options of a call "
+                                   "(kimi_k3_rs.options._Options), got None")),
     "encoder inputs, a config dict": (encoder_inputs, KimiK3EncoderInputs, {"_config": {"patch_size": 14}}, TypeError,
-                                      "KimiK3EncoderInputs._config must be a kimi_k3_rs.MediaProcConfig, got "
-                                      "{'patch_size': 14}"),
+                                      ("KimiK3EncoderInputs._config must be a kimi_k3_rs.MediaProcConfig, got "
+                                      "{'patch_size': 14}")),
     "encoder inputs, a chunk without video keys": (encoder_inputs, KimiK3EncoderInputs,
                                                    {"_images": [{"type": "video_chunk", "video_chunk": [np.zeros((2, 2, 3),
                                                                                                             np.uint8)]},
                                                                 noise_array(30, 30, "RGB", 1)]},
-                                                   ValueError, "Unsupported Kimi-K3 encoder media item: {'type': "
+                                                   ValueError, ("Unsupported Kimi-K3 encoder media item: {'type': "
                                                    "'video_chunk', 'video_chunk': [<numpy.ndarray shape=(2, 2, 3) "
-                                                   "dtype=uint8>]}"),
+                                                   "dtype=uint8>]}")),
     "encoder inputs, the geometry of the old layout": (encoder_inputs, KimiK3EncoderInputs,
                                                        {"grid_thws": np.array([[1, 2, 4]]), "num_tokens": [2]}, TypeError,
-                                                       "KimiK3EncoderInputs.__init__() got an unexpected keyword argument "
-                                                       "'grid_thws'"),
+                                                       ("KimiK3EncoderInputs.__init__() got an unexpected keyword argument "
+                                                       "'grid_thws'")),
     "config with a partial video dict": (lambda: K25, kimi_k3_rs.MediaProcConfig, {"video": {"sample_fps": 2.0}},
                                          TypeError, VIDEO_RULE + ", got {'sample_fps': 2.0}"),
     "config patch_size=0": (lambda: K25, kimi_k3_rs.MediaProcConfig, {"patch_size": 0}, kimi_k3_rs.ConfigError,
