@@ -3,12 +3,16 @@
 One 2-CPU cluster serves the session (:func:`ray_cluster`); the two-node test and the
 command line run their own clusters in child processes. Every Ray server listens on
 127.0.0.1 only: ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` (read when Ray is imported)
-keeps Ray from replacing ``127.0.0.1`` by the machine's reachable address. Ray writes an
-auth token under ``$HOME``, so ``HOME`` is a temporary folder while a cluster runs.
+keeps Ray from replacing ``127.0.0.1`` by the machine's reachable address. Every
+cluster gets a new folder of its own (:func:`ray_folder`): Ray's temp folder, ``HOME``
+(Ray writes an auth token there) and ``RAY_TMPDIR`` (where ``ray.cluster_utils.Cluster``
+writes ``ray/ray_current_cluster``), so that nothing depends on what an earlier run
+left on the machine or is left for a later one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -44,38 +48,62 @@ LOOPBACK = {"127.0.0.1", "::ffff:127.0.0.1", "::1"}
 TESTS_DIR = Path(__file__).resolve().parent
 
 
-def _ray_env(home: str) -> dict[str, str]:
+#: Room that Ray's socket paths take below its temp folder
+#: (``session_<date>_<time>_<pid>/sockets/plasma_store``, about 70 bytes): AF_UNIX
+#: paths are limited to 107 bytes.
+SOCKET_ROOM = 72
+
+
+@contextlib.contextmanager
+def ray_folder():
+    """A new, empty folder for one Ray cluster, removed afterwards: ``ray`` (Ray's temp
+    folder, and where ``Cluster`` writes ``ray_current_cluster``: ``$RAY_TMPDIR/ray``)
+    and ``home`` (``HOME``). It is made under ``$TMPDIR`` (``tempfile.gettempdir()``),
+    or under ``/tmp`` where that path is too long for Ray's sockets."""
+    base = tempfile.gettempdir()
+    if len(os.path.join(base, "krXXXXXXXX", "ray")) + SOCKET_ROOM > 107:
+        base = "/tmp"
+    folder = tempfile.mkdtemp(prefix="kr", dir=base)
+    try:
+        os.makedirs(os.path.join(folder, "ray"))
+        os.makedirs(os.path.join(folder, "home"))
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _ray_env(folder: str) -> dict[str, str]:
+    """The environment of a child that runs a cluster of its own in ``folder``
+    (:func:`ray_folder`)."""
     # Nothing the session cluster's ray.init exported (RAY_AUTH_MODE=token would make a
     # new cluster look for a token it has not made, RAY_ADDRESS would join the old one).
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_") and k not in ("PYTHONBREAKPOINT", "PYTHONWARNINGS")}
-    env.update(RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_USAGE_STATS_ENABLED="0", HOME=home,
-               PYTHONPATH=os.pathsep.join([str(TESTS_DIR), env.get("PYTHONPATH", "")]))
+    env.update(RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_USAGE_STATS_ENABLED="0", RAY_TMPDIR=folder,
+               HOME=os.path.join(folder, "home"), PYTHONPATH=os.pathsep.join([str(TESTS_DIR), env.get("PYTHONPATH", "")]))
     return env
 
 
 @pytest.fixture(scope="session")
 def ray_cluster():
-    """A local 2-CPU cluster on 127.0.0.1, with a short temp folder (AF_UNIX paths are
-    limited to 107 bytes) and HOME in a temporary folder; shut down at the end."""
-    short = tempfile.mkdtemp(prefix="kr", dir="/tmp")
+    """A local 2-CPU cluster on 127.0.0.1, in a folder of its own (:func:`ray_folder`);
+    shut down at the end."""
     saved = dict(os.environ)  # ray.init exports RAY_AUTH_MODE, PYTHONBREAKPOINT: all restored
-    os.environ["HOME"] = os.path.join(short, "home")
-    os.makedirs(os.environ["HOME"])
-    os.environ.pop("RAY_ADDRESS", None)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1",
-                 _temp_dir=os.path.join(short, "r"), log_to_driver=False)
-        ray.data.DataContext.get_current().execution_options.preserve_order = True
-    try:
-        yield ray
-    finally:
+    with ray_folder() as folder:
+        os.environ.update(HOME=os.path.join(folder, "home"), RAY_TMPDIR=folder)
+        os.environ.pop("RAY_ADDRESS", None)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
-            ray.shutdown()
-        os.environ.clear()
-        os.environ.update(saved)
-        shutil.rmtree(short, ignore_errors=True)
+            ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1",
+                     _temp_dir=os.path.join(folder, "ray"), log_to_driver=False)
+            ray.data.DataContext.get_current().execution_options.preserve_order = True
+        try:
+            yield ray
+        finally:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                ray.shutdown()
+            os.environ.clear()
+            os.environ.update(saved)
 
 
 def images_folder(folder: Path, count: int = 20) -> list[Path]:
@@ -247,13 +275,9 @@ def test_two_nodes_spread(tmp_path):
     """Two 1-CPU nodes on 127.0.0.1 (ray.cluster_utils.Cluster, in a child process): with
     SPREAD, rows come from both nodes, bit for bit with preprocess; loopback only."""
     paths = [str(p) for p in images_folder(tmp_path / "imgs", 12)]
-    short = tempfile.mkdtemp(prefix="kr", dir="/tmp")
-    try:
-        os.makedirs(os.path.join(short, "home"))
-        proc = subprocess.run([sys.executable, "-c", TWO_NODES, os.path.join(short, "r"), str(free_port()), *paths],
-                              capture_output=True, text=True, timeout=220, env=_ray_env(os.path.join(short, "home")))
-    finally:
-        shutil.rmtree(short, ignore_errors=True)
+    with ray_folder() as folder:
+        proc = subprocess.run([sys.executable, "-c", TWO_NODES, os.path.join(folder, "ray"), str(free_port()), *paths],
+                              capture_output=True, text=True, timeout=220, env=_ray_env(folder))
     assert proc.returncode == 0, proc.stderr[-4000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["same"]
@@ -269,13 +293,12 @@ def test_cli_ray_matches_local(tmp_path):
     lines and Parquet rows as the local run."""
     folder = tmp_path / "imgs"
     paths = images_folder(folder, 6)
-    home = tmp_path / "home"
-    home.mkdir()
     common = [sys.executable, "-m", "kimi_k3_rs", "preprocess", str(folder), "--format", "parquet", "--batch-size", "4"]
-    local = subprocess.run([*common, "--output", str(tmp_path / "local")], capture_output=True, text=True,
-                           timeout=200, env=_ray_env(str(home)))
-    remote = subprocess.run([*common, "--output", str(tmp_path / "ray"), "--ray"], capture_output=True, text=True,
-                            timeout=200, env=_ray_env(str(home)))
+    with ray_folder() as ray_temp:
+        local = subprocess.run([*common, "--output", str(tmp_path / "local")], capture_output=True, text=True,
+                               timeout=200, env=_ray_env(ray_temp))
+        remote = subprocess.run([*common, "--output", str(tmp_path / "ray"), "--ray"], capture_output=True, text=True,
+                                timeout=200, env=_ray_env(ray_temp))
     assert local.returncode == 0, local.stderr
     assert remote.returncode == 0, remote.stderr[-4000:]
 
