@@ -171,8 +171,17 @@ unsafe fn locate(
     })?;
     let data = (*values.buffers.add(1)).cast::<u8>();
     ensure(!data.is_null(), || "its data buffer is null".to_owned())?;
-    let len = if mode == "L" { pixels } else { 4 * pixels };
-    Ok((data, len))
+    Ok((data, exported_pixel_bytes(mode) * pixels))
+}
+
+/// Bytes a pixel of an image of `mode` (one of [`stored_bands`]) in Pillow's
+/// storage and export: 1 for `L`, else 4.
+fn exported_pixel_bytes(mode: &str) -> usize {
+    if mode == "L" {
+        1
+    } else {
+        4
+    }
 }
 
 /// The bands of an 8-bit PIL mode whose storage this module reads: `L` (one
@@ -336,43 +345,71 @@ impl PillowRows {
         let stride = self.pixel_stride();
         crate::ImageView::from_rows(self, self.width, self.height, self.channels, stride)
     }
+
+    /// How many rows of the bands Pillow allocates in one block of its arena
+    /// (`libImaging/Storage.c: ImagingAllocateArray`: the block size over the
+    /// row's bytes, at least 1; rows are unpadded, `pil_export._exportable`):
+    /// the most that one crop (or its conversion) holds in one block, which
+    /// its export needs. Read at each read, as Pillow allocates the crops then.
+    fn rows_per_block(&self, py: Python<'_>) -> PyResult<usize> {
+        let block: usize = py
+            .import("PIL._imaging")?
+            .call_method0("get_block_size")?
+            .extract()?;
+        Ok((block / (self.width * exported_pixel_bytes(&self.mode))).max(1))
+    }
+
+    /// Rows `first..end` (as many as one block holds) cropped, converted when
+    /// asked, exported and copied into `out`.
+    fn read_block(&self, py: Python<'_>, first: usize, end: usize, out: &mut [u8]) -> PyResult<()> {
+        let bbox = ((0, first, self.width, end),);
+        // A conversion is `Image.convert` (palette, transparency); a plain
+        // crop is the storage's own.
+        let (schema, array): (Bound<'_, PyAny>, Bound<'_, PyAny>) = match &self.convert {
+            Some(mode) => {
+                let band = self.image.bind(py).call_method1("crop", bbox)?;
+                let band = band.call_method1("convert", (mode,))?;
+                band.call_method0("__arrow_c_array__")?.extract()?
+            }
+            None => {
+                let band = self.storage.bind(py).call_method1("crop", bbox)?;
+                (
+                    band.call_method0("__arrow_c_schema__")?,
+                    band.call_method0("__arrow_c_array__")?,
+                )
+            }
+        };
+        // `locate` checks the export's length: 1 byte a pixel for `L`, else 4.
+        let export = checked_export(schema, array, &self.mode, (end - first) * self.width)?;
+        let bytes = export.bytes();
+        if self.channels == 2 {
+            for (packed, pixel) in out.chunks_exact_mut(2).zip(bytes.chunks_exact(4)) {
+                packed.copy_from_slice(&[pixel[0], pixel[3]]);
+            }
+        } else {
+            out.copy_from_slice(bytes);
+        }
+        Ok(())
+    }
 }
 
 impl crate::RowSource for PillowRows {
-    /// One crop of the rows (Pillow releases the GIL while it copies them, so
-    /// each read waits for it once more: the pipeline reads ahead in windows
-    /// of a few MB), converted when asked, exported and copied into `out`.
+    /// The rows, one block of Pillow's arena at a time (Pillow exports only
+    /// an image in one block, and a strong downscale reads more rows at once
+    /// than one block holds): each cropped, converted when asked, exported and
+    /// copied into `out`. Pillow releases the GIL while it copies them, so
+    /// each call waits for it once more: the pipeline reads ahead in windows
+    /// of a few MB.
     fn read_rows(&self, first: usize, end: usize, out: &mut [u8]) -> Result<(), String> {
-        if out.len() != (end - first) * self.width * self.pixel_stride() {
+        let row_len = self.width * self.pixel_stride();
+        if out.len() != (end - first) * row_len {
             return Err(format!("{} bytes asked for rows {first}..{end}", out.len()));
         }
         Python::attach(|py| -> PyResult<()> {
-            let bbox = ((0, first, self.width, end),);
-            // A conversion is `Image.convert` (palette, transparency); a plain
-            // crop is the storage's own.
-            let (schema, array): (Bound<'_, PyAny>, Bound<'_, PyAny>) = match &self.convert {
-                Some(mode) => {
-                    let band = self.image.bind(py).call_method1("crop", bbox)?;
-                    let band = band.call_method1("convert", (mode,))?;
-                    band.call_method0("__arrow_c_array__")?.extract()?
-                }
-                None => {
-                    let band = self.storage.bind(py).call_method1("crop", bbox)?;
-                    (
-                        band.call_method0("__arrow_c_schema__")?,
-                        band.call_method0("__arrow_c_array__")?,
-                    )
-                }
-            };
-            // `locate` checks the export's length: 1 byte a pixel for `L`, else 4.
-            let export = checked_export(schema, array, &self.mode, (end - first) * self.width)?;
-            let bytes = export.bytes();
-            if self.channels == 2 {
-                for (packed, pixel) in out.chunks_exact_mut(2).zip(bytes.chunks_exact(4)) {
-                    packed.copy_from_slice(&[pixel[0], pixel[3]]);
-                }
-            } else {
-                out.copy_from_slice(bytes);
+            let rows = self.rows_per_block(py)?;
+            for (i, out) in out.chunks_mut(rows * row_len).enumerate() {
+                let top = first + i * rows;
+                self.read_block(py, top, top + out.len() / row_len, out)?;
             }
             Ok(())
         })
