@@ -389,6 +389,42 @@ pub enum KimiError {
         /// The limit ([`crate::decode::MAX_SCANS`]).
         limit: usize,
     },
+    /// A JPEG has more 8x8 blocks than its data can code (a decompression bomb).
+    #[error(
+        "JPEG of {width}x{height} has {blocks} blocks of 8x8 pixels in a file of {bytes} bytes: \
+         a complete JPEG codes every block in at least one bit, so most of its data is missing \
+         (a decompression bomb?)"
+    )]
+    JpegDataMissing {
+        /// Width in pixels.
+        width: usize,
+        /// Height in pixels.
+        height: usize,
+        /// Blocks of all components.
+        blocks: u64,
+        /// The file's size.
+        bytes: usize,
+    },
+    /// A JPEG's scans pass over more blocks than its size allows (a CPU bomb).
+    #[error(
+        "JPEG of {width}x{height} makes {passes} block passes in its {scans} scans, over the \
+         limit of {limit} for a file of {bytes} bytes (a CPU bomb?)"
+    )]
+    JpegScanWork {
+        /// Width in pixels.
+        width: usize,
+        /// Height in pixels.
+        height: usize,
+        /// Scans of the file.
+        scans: usize,
+        /// Blocks the scans pass over, summed.
+        passes: u64,
+        /// The limit for the file's size ([`crate::decode::JPEG_PASSES`],
+        /// [`crate::decode::JPEG_PASSES_PER_BYTE`]).
+        limit: u64,
+        /// The file's size.
+        bytes: usize,
+    },
     /// The decode buffer of an encoded image cannot be allocated.
     #[error("cannot allocate the decoded {width}x{height}x{channels} image: {reason}")]
     DecodeAllocation {

@@ -13,7 +13,10 @@ mod libjpeg;
 use std::path::Path;
 use std::sync::OnceLock;
 
-use super::{Format, Header, Limits, Route, MAX_SCANS};
+use super::{
+    Format, Header, Limits, Route, JPEG_PASSES, JPEG_PASSES_PER_BYTE, MAX_JPEG_BLOCKS_PER_BYTE,
+    MAX_SCANS,
+};
 use crate::error::{abbreviate, KimiError};
 
 /// The library [`load`] opened first, or why it could not.
@@ -52,6 +55,37 @@ struct Frame {
     width: usize,
     height: usize,
     layers: u8,
+    /// The first `layers` components the segment lists (fewer when it is short).
+    components: [Component; 4],
+}
+
+/// A frame component: its id and sampling factors (clamped to libjpeg's 1..=4).
+#[derive(Clone, Copy, Default)]
+struct Component {
+    id: u8,
+    h: u8,
+    v: u8,
+}
+
+impl Frame {
+    fn components(&self) -> impl Iterator<Item = &Component> {
+        self.components.iter().take(usize::from(self.layers))
+    }
+
+    /// The 8x8 blocks of component `c`: libjpeg's `width_in_blocks *
+    /// height_in_blocks` (`jdinput.c: initial_setup`), the blocks a scan of it
+    /// alone passes over.
+    fn blocks(&self, c: &Component) -> u64 {
+        let max = |f: fn(&Component) -> u8| u64::from(self.components().map(f).max().unwrap_or(1));
+        let side =
+            |pixels: usize, f: u8, fmax: u64| (pixels as u64 * u64::from(f)).div_ceil(fmax * 8);
+        side(self.width, c.h, max(|c| c.h)) * side(self.height, c.v, max(|c| c.v))
+    }
+
+    /// The blocks of every component.
+    fn all_blocks(&self) -> u64 {
+        self.components().map(|c| self.blocks(c)).sum()
+    }
 }
 
 /// Read a JPEG's headers: see [`super::route`].
@@ -59,14 +93,16 @@ struct Frame {
 /// Walks the markers from SOI to the first SOS as `JpegImageFile._open` does
 /// (junk bytes skipped, `FFFF` padding, `FF00`, bare markers, and the same
 /// faults: `FF01`..`FFBF`, a truncated segment, a short JFIF/Adobe/ICC/SOF/DQT
-/// segment, a malformed Photoshop block, no SOF or no SOS) and counts the SOS
-/// markers of a progressive file over the whole file. Native only for one
+/// segment, a malformed Photoshop block, no SOF or no SOS), then reads the
+/// scans over the whole file and bounds what decoding them costs
+/// ([`check_cost`]), whichever decoder will run it. Native only for one
 /// SOF0/SOF1/SOF2 frame of 8 bits with 1 (`L`) or 3 (`RGB`) components and a
 /// non-zero size, no MPF (MPO) segment, and, when `exif_transpose`, no APP1.
 ///
 /// # Errors
 /// `KimiError::Decode` where Pillow's `Image.open` raises; `KimiError::TooManyScans`
-/// for a progressive file of more than [`MAX_SCANS`] scans.
+/// for a progressive file of more than [`MAX_SCANS`] scans; `KimiError::JpegDataMissing` /
+/// `KimiError::JpegScanWork` for a file over the cost model's bounds.
 pub fn route(data: &[u8], exif_transpose: bool) -> Result<Route, KimiError> {
     if !data.starts_with(&[0xFF, 0xD8, 0xFF]) {
         return Err(corrupt("not a JPEG file"));
@@ -81,7 +117,7 @@ pub fn route(data: &[u8], exif_transpose: bool) -> Result<Route, KimiError> {
     let (mut frame, mut frames) = (None::<Frame>, 0usize);
     let (mut app1, mut mpo) = (false, false);
     let mut icc: Vec<&[u8]> = Vec::new();
-    let scan_start = loop {
+    let (first_scan, scan_start) = loop {
         let Some(b) = byte else {
             return Err(corrupt("no SOS marker before the end of the data"));
         };
@@ -111,7 +147,7 @@ pub fn route(data: &[u8], exif_transpose: bool) -> Result<Route, KimiError> {
             .ok_or_else(|| corrupt("truncated marker segment"))?;
         pos += n;
         match code {
-            0xDA => break pos,
+            0xDA => break (s, pos),
             0xDB => dqt(s)?,
             0xE0 if s.starts_with(b"JFIF") && s.len() < 7 => {
                 return Err(corrupt("short JFIF segment"))
@@ -143,11 +179,20 @@ pub fn route(data: &[u8], exif_transpose: bool) -> Result<Route, KimiError> {
                     return Err(corrupt("bad SOF component list"));
                 }
                 let be = |i: usize| usize::from(u16::from_be_bytes([s[i], s[i + 1]]));
+                let mut components = [Component::default(); 4];
+                for (c, t) in components.iter_mut().zip(s[6..].chunks_exact(3)) {
+                    *c = Component {
+                        id: t[0],
+                        h: (t[1] >> 4).clamp(1, 4),
+                        v: (t[1] & 15).clamp(1, 4),
+                    };
+                }
                 frame = Some(Frame {
                     code,
                     width: be(3),
                     height: be(1),
                     layers,
+                    components,
                 });
                 frames += 1;
             }
@@ -156,9 +201,10 @@ pub fn route(data: &[u8], exif_transpose: bool) -> Result<Route, KimiError> {
         byte = next(&mut pos);
     };
     let frame = frame.ok_or_else(|| corrupt("no SOF marker before SOS"))?;
-    if matches!(frame.code, 0xC2 | 0xC6 | 0xCA | 0xCE) {
-        count_scans(data, scan_start, MAX_SCANS)?;
-    }
+    let progressive = matches!(frame.code, 0xC2 | 0xC6 | 0xCA | 0xCE);
+    let limit = if progressive { MAX_SCANS } else { usize::MAX };
+    let scans = scan_work(data, first_scan, scan_start, &frame, limit)?;
+    check_cost(&frame, &scans, data.len())?;
     Ok(
         match pillow_reason(frame, frames, mpo, exif_transpose && app1) {
             Some(reason) => Route::Pillow(reason),
@@ -231,11 +277,42 @@ fn photoshop(s: &[u8]) -> Result<(), KimiError> {
     Ok(())
 }
 
-/// Count the SOS markers from `pos` (just past the first SOS) to EOI or the
-/// end of the data, skipping entropy-coded bytes (`FF00` stuffing, RSTn) and
-/// the segments between scans.
-fn count_scans(data: &[u8], mut pos: usize, limit: usize) -> Result<usize, KimiError> {
-    let mut scans = 1;
+/// What a JPEG's scans cost: their number, and the block passes they make
+/// (each scan passes over every block of the components it lists).
+#[derive(Debug, PartialEq, Eq)]
+struct Scans {
+    count: usize,
+    passes: u64,
+}
+
+/// The scans of `frame`: the first SOS segment's body `first`, then every SOS
+/// from `pos` (just past the first) to EOI or the end of the data, skipping
+/// entropy-coded bytes (`FF00` stuffing, RSTn) and the segments between scans,
+/// as libjpeg's marker reader does.
+///
+/// # Errors
+/// `KimiError::TooManyScans` on the scan after the `limit`th.
+fn scan_work(
+    data: &[u8],
+    first: &[u8],
+    mut pos: usize,
+    frame: &Frame,
+    limit: usize,
+) -> Result<Scans, KimiError> {
+    // SOS: Ns, then (component id, tables) per component.
+    let passes = |body: &[u8]| -> u64 {
+        let listed = body.get(1..).unwrap_or_default();
+        let ids = listed
+            .chunks_exact(2)
+            .take(usize::from(body.first().copied().unwrap_or(0)));
+        ids.filter_map(|pair| frame.components().find(|c| c.id == pair[0]))
+            .map(|c| frame.blocks(c))
+            .sum()
+    };
+    let mut scans = Scans {
+        count: 1,
+        passes: passes(first),
+    };
     while let Some(rest) = data.get(pos..) {
         let Some(i) = rest.iter().position(|&b| b == 0xFF) else {
             break;
@@ -246,20 +323,65 @@ fn count_scans(data: &[u8], mut pos: usize, limit: usize) -> Result<usize, KimiE
             Some(0xFF) => pos = at + 1,
             Some(0x00 | 0x01 | 0xD0..=0xD8) => pos = at + 2,
             Some(&code) => {
-                if code == 0xDA {
-                    scans += 1;
-                    if scans > limit {
-                        return Err(KimiError::TooManyScans { scans, limit });
-                    }
-                }
                 let Some(len) = data.get(at + 2..at + 4) else {
                     break;
                 };
-                pos = at + 2 + usize::from(u16::from_be_bytes([len[0], len[1]]));
+                let end = at + 2 + usize::from(u16::from_be_bytes([len[0], len[1]]));
+                if code == 0xDA {
+                    scans.count += 1;
+                    if scans.count > limit {
+                        return Err(KimiError::TooManyScans {
+                            scans: scans.count,
+                            limit,
+                        });
+                    }
+                    scans.passes +=
+                        passes(data.get(at + 4..end.min(data.len())).unwrap_or_default());
+                }
+                pos = end;
             }
         }
     }
     Ok(scans)
+}
+
+/// The JPEG cost model's bounds, against the file's `bytes`:
+/// - at most [`MAX_JPEG_BLOCKS_PER_BYTE`] blocks per byte: a complete file
+///   codes every block in at least one bit (its DC, in a Huffman code of one
+///   bit or more), so a file with more blocks is mostly missing data, which
+///   libjpeg decodes at full cost (a buffer of every block's coefficients for
+///   a progressive file, then every pixel);
+/// - at most [`JPEG_PASSES`] block passes, or [`JPEG_PASSES_PER_BYTE`] per
+///   byte where that allows more: a scan costs a pass over each of its blocks
+///   (up to 50 ns each: a refinement scan checks the band's coefficients of
+///   every block) however few bytes it holds, and real files make a few
+///   passes per block (libjpeg's progression 6 for luma, mozjpeg's 5).
+///
+/// # Errors
+/// `KimiError::JpegDataMissing`, `KimiError::JpegScanWork`.
+fn check_cost(frame: &Frame, scans: &Scans, bytes: usize) -> Result<(), KimiError> {
+    let blocks = frame.all_blocks();
+    let size = bytes as u64;
+    if blocks > size.saturating_mul(MAX_JPEG_BLOCKS_PER_BYTE) {
+        return Err(KimiError::JpegDataMissing {
+            width: frame.width,
+            height: frame.height,
+            blocks,
+            bytes,
+        });
+    }
+    let limit = JPEG_PASSES.max(size.saturating_mul(JPEG_PASSES_PER_BYTE));
+    if scans.passes > limit {
+        return Err(KimiError::JpegScanWork {
+            width: frame.width,
+            height: frame.height,
+            scans: scans.count,
+            passes: scans.passes,
+            limit,
+            bytes,
+        });
+    }
+    Ok(())
 }
 
 /// Decode a JPEG whose [`route`] was `Route::Native(header)` into `out`

@@ -106,6 +106,25 @@ impl Default for Limits {
 /// Default most scans of a progressive JPEG.
 pub const MAX_SCANS: usize = 500;
 
+/// Most 8x8 blocks (all components) a JPEG may have per byte of its file. A
+/// complete JPEG codes every block in at least one bit, so only a file whose
+/// data is mostly missing has more (libjpeg decodes the missing blocks, at
+/// full cost: a 146-byte 13377x13377 progressive RGB file took 3 s and 1.5 GB).
+pub const MAX_JPEG_BLOCKS_PER_BYTE: u64 = 8;
+
+/// Block passes (a scan passes over every block of its components) any JPEG
+/// may make, whatever its size: 2^23, under half a second (a pass of a
+/// refinement scan costs up to 50 ns).
+pub const JPEG_PASSES: u64 = 1 << 23;
+
+/// Block passes a JPEG may make per byte of its file, where that allows more
+/// than [`JPEG_PASSES`]. Real files make a few passes per block (libjpeg's
+/// progression 5.3 for 4:2:0, 6 for grey; mozjpeg's fewer) and spend at least
+/// one bit on each block, two with libjpeg's DC refinement, so even blank ones
+/// stay under 64 a byte; a 500-scan file of 8192x8192 grey (16.6 KB, half a
+/// billion passes, 2.6 s) is far over.
+pub const JPEG_PASSES_PER_BYTE: u64 = 64;
+
 /// Read `data`'s headers and say where it is decoded.
 ///
 /// `exif_transpose`: the caller will apply `ImageOps.exif_transpose`; a file
@@ -113,17 +132,25 @@ pub const MAX_SCANS: usize = 500;
 ///
 /// # Errors
 /// `KimiError::Decode` for a file of a native format whose headers are corrupt
-/// or truncated (Pillow fails on it too); `KimiError::TooManyScans` for a
-/// progressive JPEG over [`MAX_SCANS`] scans.
+/// or truncated (Pillow fails on it too); for a JPEG over the cost model's
+/// bounds ([`MAX_SCANS`], [`MAX_JPEG_BLOCKS_PER_BYTE`], [`JPEG_PASSES`],
+/// [`JPEG_PASSES_PER_BYTE`]), whichever decoder will run it,
+/// `KimiError::TooManyScans`, `KimiError::JpegDataMissing` or
+/// `KimiError::JpegScanWork`.
 pub fn route(data: &[u8], exif_transpose: bool) -> Result<Option<Route>, KimiError> {
     match Format::sniff(data) {
         Some(Format::Jpeg) => jpeg::route(data, exif_transpose).map(Some),
         Some(Format::Png) => png::route(data, exif_transpose).map(Some),
         None => {
             // Pillow decodes the JPEG inside a BLP1 file with its JPEG plugin:
-            // the same scan limit applies to it.
+            // the same cost bounds apply to it (its other faults are Pillow's).
             if let Some(stream) = blp1_jpeg_stream(data) {
-                if let Err(e @ KimiError::TooManyScans { .. }) = jpeg::route(&stream, false) {
+                if let Err(
+                    e @ (KimiError::TooManyScans { .. }
+                    | KimiError::JpegDataMissing { .. }
+                    | KimiError::JpegScanWork { .. }),
+                ) = jpeg::route(&stream, false)
+                {
                     return Err(e);
                 }
             }

@@ -206,9 +206,29 @@ fn progressive(scans: usize) -> Vec<u8> {
     v
 }
 
+/// An 8x8 grey frame (one block), as `progressive` writes it.
+fn one_block() -> Frame {
+    let mut components = [Component::default(); 4];
+    components[0] = Component { id: 1, h: 2, v: 2 };
+    Frame {
+        code: 0xC2,
+        width: 8,
+        height: 8,
+        layers: 1,
+        components,
+    }
+}
+
 #[test]
 fn scan_counting() {
-    assert_eq!(count_scans(&progressive(7), 0, 100).unwrap(), 8);
+    let sos_body = [1, 1, 0x00, 0, 63, 0];
+    assert_eq!(
+        scan_work(&progressive(7), &sos_body, 0, &one_block(), 100).unwrap(),
+        Scans {
+            count: 8,
+            passes: 8
+        }
+    );
     assert_eq!(route(&progressive(500), false).unwrap(), native(8, 8, 1));
     let err = route(&progressive(501), false).unwrap_err();
     assert_eq!(
@@ -227,6 +247,149 @@ fn scan_counting() {
         route(&cut[..cut.len() - 30], false).unwrap(),
         native(8, 8, 1)
     );
+}
+
+/// A progressive `side` x `side` grey file of `scans` scans (no entropy data),
+/// padded with COM segments before EOI to exactly `bytes` bytes.
+fn grey_scans(side: u16, scans: usize, bytes: usize) -> Vec<u8> {
+    let mut v = vec![0xFF, 0xD8];
+    v.extend(sof(0xC2, 8, side, side, 1));
+    for _ in 0..scans {
+        v.extend(seg(0xDA, &[1, 1, 0x00, 1, 63, 0]));
+    }
+    while bytes - v.len() - 2 > 65_537 + 4 {
+        v.extend(seg(0xFE, &[0x20; 65_533]));
+    }
+    v.extend(seg(0xFE, &vec![0x20; bytes - v.len() - 2 - 4]));
+    v.extend_from_slice(&[0xFF, 0xD9]);
+    assert_eq!(v.len(), bytes);
+    v
+}
+
+#[test]
+fn blocks_per_component_as_libjpeg_counts_them() {
+    let frame = |width, height, sampling: &[(u8, u8)]| {
+        let mut components = [Component::default(); 4];
+        for (i, &(h, v)) in sampling.iter().enumerate() {
+            components[i] = Component {
+                id: i as u8 + 1,
+                h,
+                v,
+            };
+        }
+        Frame {
+            code: 0xC2,
+            width,
+            height,
+            layers: sampling.len() as u8,
+            components,
+        }
+    };
+    // 4:2:0 at 61x45: luma 8x6 blocks, chroma ceil(61/16) x ceil(45/16) = 4x3 each.
+    assert_eq!(frame(61, 45, &[(2, 2), (1, 1), (1, 1)]).all_blocks(), 72);
+    assert_eq!(frame(8192, 8192, &[(1, 1)]).all_blocks(), 1 << 20);
+    assert_eq!(
+        frame(13377, 13377, &[(1, 1); 3]).all_blocks(),
+        3 * 1673 * 1673
+    );
+    assert_eq!(frame(0, 5, &[(1, 1)]).all_blocks(), 0);
+}
+
+#[test]
+fn a_file_with_fewer_bytes_than_blocks_over_8_is_refused() {
+    // 2048x2048 grey: 65,536 blocks, at least 8,192 bytes of a complete file.
+    let at = grey_scans(2048, 1, 8192);
+    assert_eq!(route(&at, false).unwrap(), native(2048, 2048, 1));
+    let err = route(&grey_scans(2048, 1, 8191), false).unwrap_err();
+    assert_eq!(
+        err,
+        KimiError::JpegDataMissing {
+            width: 2048,
+            height: 2048,
+            blocks: 65_536,
+            bytes: 8191
+        }
+    );
+    assert!(err.to_string().starts_with(
+        "JPEG of 2048x2048 has 65536 blocks of 8x8 pixels in a file of 8191 bytes: a complete JPEG \
+         codes every block in at least one bit, so most of its data is missing"
+    ));
+    // Sequential files and files Pillow decodes are bounded the same way.
+    let mut seq = grey_scans(2048, 1, 8191);
+    seq[3] = 0xC0;
+    assert!(matches!(
+        route(&seq, false),
+        Err(KimiError::JpegDataMissing { .. })
+    ));
+    seq[3] = 0xC9; // arithmetic-coded: left to Pillow, still bounded
+    assert!(matches!(
+        route(&seq, false),
+        Err(KimiError::JpegDataMissing { .. })
+    ));
+}
+
+#[test]
+fn block_passes_are_bounded_by_the_floor_or_the_size() {
+    // 4096x4096 grey: 262,144 blocks a scan; 32 scans are the floor of 2^23 passes.
+    let floor = grey_scans(4096, 32, 40_000);
+    assert_eq!(route(&floor, false).unwrap(), native(4096, 4096, 1));
+    let err = route(&grey_scans(4096, 33, 40_000), false).unwrap_err();
+    assert_eq!(
+        err,
+        KimiError::JpegScanWork {
+            width: 4096,
+            height: 4096,
+            scans: 33,
+            passes: 33 * 262_144,
+            limit: 1 << 23,
+            bytes: 40_000
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "JPEG of 4096x4096 makes 8650752 block passes in its 33 scans, over the limit of \
+         8388608 for a file of 40000 bytes (a CPU bomb?)"
+    );
+    // 200,000 bytes allow 64 passes a byte: 48 scans, not 49.
+    assert!(route(&grey_scans(4096, 48, 200_000), false).is_ok());
+    assert!(matches!(
+        route(&grey_scans(4096, 49, 200_000), false),
+        Err(KimiError::JpegScanWork {
+            limit: 12_800_000,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn the_cost_bounds_apply_to_the_jpeg_inside_a_blp1_file() {
+    let blp1 = |jpeg: &[u8]| {
+        let mut v = b"BLP1".to_vec();
+        for word in [0u32, 0, 64, 64, 5, 0] {
+            v.extend_from_slice(&word.to_le_bytes());
+        }
+        let mut offsets = [0u32; 16];
+        let mut lengths = [0u32; 16];
+        offsets[0] = 160;
+        lengths[0] = u32::try_from(jpeg.len()).unwrap();
+        for word in offsets.iter().chain(&lengths).chain(&[0]) {
+            v.extend_from_slice(&word.to_le_bytes());
+        }
+        v.extend_from_slice(jpeg);
+        v
+    };
+    assert_eq!(
+        super::super::route(&blp1(&grey_scans(2048, 1, 8192)), false),
+        Ok(None)
+    );
+    assert!(matches!(
+        super::super::route(&blp1(&grey_scans(2048, 1, 8191)), false),
+        Err(KimiError::JpegDataMissing { .. })
+    ));
+    assert!(matches!(
+        super::super::route(&blp1(&grey_scans(4096, 33, 40_000)), false),
+        Err(KimiError::JpegScanWork { .. })
+    ));
 }
 
 fn committed(name: &str) -> Vec<u8> {
