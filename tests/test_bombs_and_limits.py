@@ -832,3 +832,14 @@ def test_allowed_formats_values(bad, error, message):
         kimi_k3_rs.preprocess(np.zeros((4, 4, 3), np.uint8), K25, allowed_formats=bad)
     assert str(info.value).startswith(message)
     assert len(str(info.value)) <= 1024
+
+
+def test_large_rgb_jpeg2000_matches_the_reference():
+    """A JPEG 2000 RGB image over one Pillow block: its decoder picks its unpacker by the
+    storage's mode, so it is not decoded into RGBX storage (it raised "broken data
+    stream" before); RGBA and L are, as before."""
+    y, x = np.mgrid[0:2100, 0:2100]
+    pixels = np.stack([x % 256, y % 256, (x ^ y) % 256], axis=-1).astype(np.uint8)
+    for mode in ("RGB", "RGBA"):
+        data = encode(Image.fromarray(pixels).convert(mode), "JPEG2000")
+        assert_output_matches(kimi_k3_rs.preprocess(data, K3), reference_preprocess(data, K3))

@@ -227,6 +227,13 @@ def _loaded(
 #: a numpy array, and its bytes per pixel (``RGB`` is stored as ``RGBX``).
 _MAPPED_STORAGE = {"L": ("L", 1), "RGB": ("RGBX", 4), "RGBA": ("RGBA", 4)}
 
+#: Pillow decoders that pick their unpacker by the storage's own mode, and so refuse the
+#: ``RGBX`` storage mapped for an ``RGB`` image ("broken data stream"): JPEG 2000's
+#: (``libImaging/Jpeg2KDecode.c: j2k_unpackers``). Every other decoder unpacks by the
+#: image's raw mode into either.
+_STORAGE_MODE_DECODERS = frozenset({"jpeg2k"})
+
+
 
 def _load_into_array(image: Image.Image) -> np.ndarray | None:
     """``image.load()`` into a new numpy array, for an image larger than one block of
@@ -234,7 +241,8 @@ def _load_into_array(image: Image.Image) -> np.ndarray | None:
     Pillow's 4-byte pixels, which the core reads in place), with no copy of the
     decoded image. None, the image left unloaded, for another mode, an ``L`` image with
     a ``transparency`` (which the mode steps read; ``RGB`` and ``RGBA`` ones go to the
-    core as they are), or a smaller image (Pillow exports those in place).
+    core as they are), an ``RGB`` image whose decoder needs storage of its own mode
+    (:data:`_STORAGE_MODE_DECODERS`), or a smaller image (Pillow exports those in place).
 
     The image's storage is set, before its load, to an image Pillow maps onto the
     array (``Image.frombuffer``): ``ImageFile.load`` creates storage only where there
@@ -247,6 +255,8 @@ def _load_into_array(image: Image.Image) -> np.ndarray | None:
     if storage is None or (original == "L" and "transparency" in image.info) or image._im is not None:
         return None
     mode, depth = storage
+    if mode != original and any(tile[0] in _STORAGE_MODE_DECODERS for tile in image.tile):
+        return None
     if width * height * depth <= _pillow_core.get_block_size():
         return None
     # Zeroed, as Pillow's own storage is (``ImagingAllocateArray``: calloc): several
