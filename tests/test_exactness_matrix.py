@@ -42,7 +42,7 @@ import struct
 import time
 import warnings
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, NamedTuple
 
@@ -295,6 +295,7 @@ def encoded(mode: str, fmt: str, w: int, h: int) -> bytes:
 
 @functools.lru_cache(maxsize=2)
 def reference(source: tuple[Any, ...], cfg: str, limit: int) -> tuple[np.ndarray, np.ndarray]:
+    """The reference's ``(pixel_values, grid_thws)`` of a case's source (:attr:`Case.source`)."""
     w, h, mode, fmt = source
     item = encoded(mode, fmt, w, h) if fmt else decoded(mode, w, h)
     return quiet_reference(item, config(cfg, limit))
@@ -309,8 +310,9 @@ def quiet_reference(item: Any, media_proc_cfg: dict[str, Any]) -> tuple[np.ndarr
 
 
 def in_arena(image: Image.Image, blocks: str) -> Image.Image:
-    """A copy of ``image`` in Pillow's own storage, checked to be in one block or in
-    several (Pillow's export refuses rows spread over blocks)."""
+    """A copy of ``image`` in Pillow's own storage, checked to be in one block
+    (``blocks="block"``) or in several (``"blocks"``; Pillow's export refuses rows spread
+    over blocks)."""
     copy = image.copy()
     try:
         copy.__arrow_c_array__()
@@ -318,7 +320,7 @@ def in_arena(image: Image.Image, blocks: str) -> Image.Image:
     except ValueError as exc:
         assert "not contiguous" in str(exc), exc
         one = False
-    assert one == (blocks == "one"), (image.mode, image.size, blocks)
+    assert one == (blocks == "block"), (image.mode, image.size, blocks)
     return copy
 
 
@@ -408,47 +410,40 @@ def test_png_file_holds_its_image(mode):
             assert back.getpalette() == image.getpalette()
 
 
+def carried(case: Case, tmp_path: Any) -> Callable[[], Any]:
+    """A function that gives the case's image as its carrier carries it (a new lazy
+    image each call: the first use loads one)."""
+    if not case.fmt:
+        image = decoded(case.mode, case.w, case.h)
+        item: Any = np.asarray(image) if case.carrier == "numpy" else in_arena(image, case.carrier[len("pil_") :])
+        return lambda: item
+    data = encoded(case.mode, case.fmt, case.w, case.h)
+    ext, mime = FORMAT_EXT[case.fmt]
+    if case.carrier == "pil_lazy":
+        return lambda: Image.open(io.BytesIO(data))
+    if case.carrier == "path":
+        path = tmp_path / f"image.{ext}"
+        path.write_bytes(data)
+        item = str(path)
+    elif case.carrier == "data_url":
+        item = data_url(data, mime)
+    else:
+        item = data
+    return lambda: item
+
+
 @pytest.mark.parametrize("case", SAMPLE, ids=[c.id for c in SAMPLE])
 def test_matrix(case: Case, monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
-    want = reference(case.source, case.cfg, case.limit)
-    carrier = case.carrier
-    if case.fmt:
+    """One case of the sample: the reference's bits, poison off and on.
+    ``bytes_pillow`` runs under ``KIMI_K3_RS_DECODE=pillow``, the other encoded carriers
+    under ``auto``; ``bytes_native`` is checked to be decoded by the core."""
+    route(monkeypatch, "pillow" if case.carrier == "bytes_pillow" else "auto")
+    if case.carrier == "bytes_native":
         data = encoded(case.mode, case.fmt, case.w, case.h)
-        ext, mime = FORMAT_EXT[case.fmt]
-        route(monkeypatch, "pillow" if carrier == "bytes_pillow" else "auto")
-        if carrier == "bytes_native":
-            assert k.decode_path()[ext.replace("jpg", "jpeg")].startswith("native:")
-            assert isinstance(_native.route_encoded(data), _native.EncodedImage), _native.route_encoded(data)
-        if carrier == "pil_lazy":
-            def make() -> Any:
-                return Image.open(io.BytesIO(data))
-        elif carrier == "path":
-            path = tmp_path / f"image.{ext}"
-            path.write_bytes(data)
-
-            def make() -> Any:
-                return str(path)
-        elif carrier == "data_url":
-            url = data_url(data, mime)
-
-            def make() -> Any:
-                return url
-        else:
-            def make() -> Any:
-                return data
-    else:
-        image = decoded(case.mode, case.w, case.h)
-        if carrier == "numpy":
-            array = np.asarray(image)
-
-            def make() -> Any:
-                return array
-        else:
-            arena = in_arena(image, "one" if carrier == "pil_block" else "several")
-
-            def make() -> Any:
-                return arena
-    check_both(make, want, config(case.cfg, case.limit), num_threads=case.threads)
+        assert k.decode_path()[case.fmt.lower()].startswith("native:")
+        assert isinstance(_native.route_encoded(data), _native.EncodedImage), _native.route_encoded(data)
+    want = reference(case.source, case.cfg, case.limit)
+    check_both(carried(case, tmp_path), want, config(case.cfg, case.limit), num_threads=case.threads)
 
 
 # ---------------------------------------------------------------------------
@@ -465,7 +460,7 @@ def test_multi_block_pil_under_a_strong_downscale(w, h, cfg, limit):
     """Issue #21 defect 2: a PIL RGB image over several Pillow blocks, downscaled so that
     a band needs more input rows than one block holds ("Image rows are not contiguous");
     1 and 2 threads."""
-    image = in_arena(decoded("RGB", w, h), "several")
+    image = in_arena(decoded("RGB", w, h), "blocks")
     want = reference((w, h, "RGB", ""), cfg, limit)
     for threads in THREADS:
         check_both(lambda: image, want, config(cfg, limit), num_threads=threads)
