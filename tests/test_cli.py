@@ -27,11 +27,12 @@ from helpers import (
 from reference import navit_resize_image, reference_preprocess
 
 
-def run_cli(*args, cwd=None, exe=None):
+def run_cli(*args, cwd=None, exe=None, timeout=300):
     cmd = ([exe] if exe else [sys.executable, "-m", "kimi_k3_rs"]) + ["preprocess", *map(str, args)]
     env = dict(os.environ)
     env.pop("PYTHONWARNINGS", None)
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=cwd, env=env)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env,
+                          errors="surrogateescape")
 
 
 def lines(text):
@@ -378,3 +379,233 @@ def test_progress_bar_only_on_a_terminal(tree):
     assert done.returncode == 0
     assert f"{len(good)}/{len(good)}" in bar and "image" in bar, bar
     assert len(lines(done.stdout.decode())) == len(good)
+
+
+
+# --- special paths: FIFOs, devices, odd names, outputs that cannot be created, umask (#21 defect 7)
+
+
+def make_socket(path):
+    """A Unix socket file at ``path`` (bound, then closed: the file stays)."""
+    import socket
+
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(path))
+
+
+@pytest.fixture()
+def special_tree(tmp_path):
+    """A folder of two images beside a FIFO, a socket and a FIFO reached by a symlink,
+    all with image extensions (a FIFO has no writer: reading it would wait forever)."""
+    root = tmp_path / "special"
+    root.mkdir()
+    good = [root / "a.png", root / "c.jpg"]
+    noise(40, 30, "RGB", 1).save(good[0])
+    noise(50, 20, "RGB", 2).save(good[1])
+    os.mkfifo(root / "b-fifo.png")
+    make_socket(root / "d-socket.png")
+    (root / "e-link.png").symlink_to(root / "b-fifo.png")
+    return {"root": root, "good": good, "skipped": {"b-fifo.png": "a FIFO", "d-socket.png": "a socket",
+                                                    "e-link.png": "a FIFO"}}
+
+
+def assert_skipped_lines(stderr, root, skipped):
+    """One ``kimi-k3-rs: PATH: not a regular file (KIND); skipped`` line per special file."""
+    want = {f"kimi-k3-rs: {root / name}: not a regular file ({kind}); skipped" for name, kind in skipped.items()}
+    assert set(lines(stderr)) == want, stderr
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("fmt", ["npz", "parquet"])
+def test_special_files_in_a_folder_are_skipped(special_tree, tmp_path, fmt):
+    """A FIFO, a socket and a symlink to a FIFO with image extensions: each is skipped
+    with a line on stderr, never opened (the old command line hung on the FIFO); the
+    images are processed and written; exit 1."""
+    out = tmp_path / ("out.npz" if fmt == "npz" else "shards")
+    proc = run_cli(special_tree["root"], "--output", out, "--format", fmt, timeout=90)
+    assert proc.returncode == 1, proc.stderr
+    assert [line.split("\t")[0] for line in lines(proc.stdout)] == [str(p) for p in special_tree["good"]]
+    assert_skipped_lines(proc.stderr, special_tree["root"], special_tree["skipped"])
+    want = kimi_k3_rs.preprocess([str(p) for p in special_tree["good"]], K3_CFG)
+    if fmt == "npz":
+        with np.load(out) as npz:
+            assert [str(p) for p in npz["paths"].tolist()] == [str(p) for p in special_tree["good"]]
+            assert_bit_equal(npz["pixel_values"], want["pixel_values"])
+    else:
+        pq = pytest.importorskip("pyarrow.parquet")
+        table = pq.read_table(out / "part-00000.parquet")
+        assert table["path"].to_pylist() == [str(p) for p in special_tree["good"]]
+
+
+@pytest.mark.timeout(120)
+def test_special_path_arguments_are_skipped(special_tree, tmp_path):
+    """A FIFO, a socket or a device named as a PATH is skipped the same way, never
+    opened (``/dev/zero`` would never end); the other paths are processed."""
+    fifo, socket_file = special_tree["root"] / "b-fifo.png", special_tree["root"] / "d-socket.png"
+    good = special_tree["good"][0]
+    proc = run_cli(fifo, good, "/dev/zero", socket_file, timeout=90)
+    assert proc.returncode == 1, proc.stderr
+    assert [line.split("\t")[0] for line in lines(proc.stdout)] == [str(good)]
+    assert lines(proc.stderr) == [
+        f"kimi-k3-rs: {fifo}: not a regular file (a FIFO); skipped",
+        "kimi-k3-rs: /dev/zero: not a regular file (a character device); skipped",
+        f"kimi-k3-rs: {socket_file}: not a regular file (a socket); skipped",
+    ]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("case", ["dev-zero", "fifo", "fifo-in-checkpoint", "socket", "over-1-MiB"])
+def test_config_that_is_not_a_small_regular_file_exits_2(tmp_path, case):
+    """``--config`` is read only from a regular file of at most 1 MiB: ``/dev/zero``, a
+    FIFO (also as a checkpoint folder's ``preprocessor_config.json``) and a socket are
+    refused before they are opened (the old command line hung or read without end), a
+    larger file before it is read; exit 2, one line, nothing processed."""
+    target = tmp_path / "preprocessor_config.json"
+    if case == "dev-zero":
+        target = "/dev/zero"
+    elif case == "fifo":
+        os.mkfifo(target)
+    elif case == "fifo-in-checkpoint":
+        os.mkfifo(target)
+        target = tmp_path
+    elif case == "socket":
+        make_socket(target)
+    else:
+        media = json.dumps({"media_proc_cfg": kimi_k3_rs.kimi_k3_media_proc_cfg()})
+        target.write_text(media[:-1] + ', "pad": "' + "x" * (1 << 20) + '"}')
+        assert json.loads(target.read_text())["media_proc_cfg"]  # a valid config, only too large
+    proc = run_cli("--config", target, timeout=90)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == ""
+    shown = tmp_path / "preprocessor_config.json" if case == "fifo-in-checkpoint" else target
+    why = "is over 1048576 bytes" if case == "over-1-MiB" else "is not a regular file"
+    assert lines(proc.stderr) == [f"kimi-k3-rs: config {target}: {shown} {why}" + (
+        f" ({target.stat().st_size})" if case == "over-1-MiB" else "")], proc.stderr
+
+
+@pytest.mark.timeout(60)
+def test_load_media_proc_cfg_never_blocks(tmp_path):
+    """The library's reader (the command line's and ``from_pretrained``'s): a FIFO is a
+    ConfigError at once, a 1 MiB file is read, one byte more is refused."""
+    os.mkfifo(tmp_path / "fifo.json")
+    with pytest.raises(kimi_k3_rs.ConfigError, match="fifo.json is not a regular file$"):
+        kimi_k3_rs.load_media_proc_cfg(tmp_path / "fifo.json")
+    media = json.dumps({"media_proc_cfg": {"patch_size": 14}})
+    path = tmp_path / "big.json"
+    path.write_text(media + " " * ((1 << 20) - len(media)))
+    assert kimi_k3_rs.load_media_proc_cfg(path) == {"patch_size": 14}
+    path.write_text(media + " " * ((1 << 20) - len(media) + 1))
+    with pytest.raises(kimi_k3_rs.ConfigError, match=r"big.json is over 1048576 bytes \(1048577\)$"):
+        kimi_k3_rs.load_media_proc_cfg(path)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc (a folder no file can be created in)")
+@pytest.mark.parametrize("fmt,target", [("npz", "/proc/x.npz"), ("parquet", "/proc/kimi-k3-rs-shards")])
+def test_output_that_cannot_be_created_exits_2_before_reading(tree, fmt, target):
+    """The output is created (a temporary file in its folder; the Parquet folder and its
+    first shard's file) before any image is read: ``/proc/x.npz`` passes the name
+    checks but cannot be created, exit 2 up front (was: every image processed, then
+    exit 1)."""
+    proc = run_cli(tree["root"], "--output", target, "--format", fmt)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == ""  # no image was read
+    assert lines(proc.stderr) == [f"kimi-k3-rs: --output {target}: cannot be written: No such file or directory"]
+
+
+ODD_NAMES = {
+    # the file's name (bytes): how the command line prints it
+    b"new\nline.png": r"new\nline.png",
+    b"tab\there.png": r"tab\there.png",
+    b"carriage\rreturn.png": r"carriage\rreturn.png",
+    b"back\\slash.png": r"back\\slash.png",
+    b"escape\x1b[31m.png": r"escape\x1b[31m.png",
+    b"not-utf8-\xff.png": r"not-utf8-\xff.png",
+    "zero\u200bwidth.png".encode(): r"zero\u200bwidth.png",
+    "caf\u00e9 and spaces.png".encode(): "caf\u00e9 and spaces.png",
+}
+
+
+def test_odd_file_names_print_one_line_each(tmp_path):
+    """Names with a newline, a tab, a backslash, control, invisible and non-UTF-8
+    bytes: one stdout line per image, the path escaped (error lines too); the npz keeps
+    the real names; the Parquet path column keeps them too, and skips (with a line) the
+    name that is not UTF-8, which an Arrow string cannot hold."""
+    folder = tmp_path / "odd"
+    folder.mkdir()
+    for i, name in enumerate(ODD_NAMES):
+        noise(20 + i, 10 + i, "RGB", i).save(os.path.join(os.fsencode(folder), name), "PNG")
+    broken = os.path.join(os.fsencode(folder), b"broken\n.png")
+    with open(broken, "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\nnot a png")
+    names = sorted(ODD_NAMES)  # find_images sorts the paths
+    paths = [os.fsdecode(os.path.join(os.fsencode(folder), n)) for n in names]
+    out = tmp_path / "odd.npz"
+    proc = run_cli(folder, "--output", out)
+    assert proc.returncode == 1, proc.stderr
+    printed = proc.stdout.split("\n")
+    assert printed[-1] == "" and len(printed) == len(names) + 1, proc.stdout
+    assert [line.split("\t")[0] for line in printed[:-1]] == [f"{folder}/{ODD_NAMES[n]}" for n in names]
+    (error,) = proc.stderr.split("\n")[:-1]
+    assert error.startswith(f"kimi-k3-rs: {folder}/broken\\n.png: cannot read or decode it"), error
+    with np.load(out) as npz:
+        assert npz["paths"].tolist() == paths
+        assert_bit_equal(npz["pixel_values"], kimi_k3_rs.preprocess(paths, K3_CFG)["pixel_values"])
+    pq = pytest.importorskip("pyarrow.parquet")
+    proc = run_cli(folder, "--output", tmp_path / "shards", "--format", "parquet")
+    assert proc.returncode == 1, proc.stderr
+    utf8 = [p for n, p in zip(names, paths) if n != b"not-utf8-\xff.png"]
+    assert len(proc.stdout.split("\n")) == len(utf8) + 1, proc.stdout
+    assert f"kimi-k3-rs: {folder}/not-utf8-\\xff.png: the name is not UTF-8" in proc.stderr
+    table = pq.read_table(tmp_path / "shards" / "part-00000.parquet")
+    assert table["path"].to_pylist() == sorted([*utf8, os.fsdecode(broken)])
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_output_files_follow_the_umask(tmp_path, umask):
+    """The npz and the Parquet shards get mode 0o666 less the umask, as a plain
+    ``open(path, "w")`` would (the npz was 0o600 whatever the umask)."""
+    from kimi_k3_rs.cli import main
+
+    pytest.importorskip("pyarrow")
+    before = os.umask(umask)
+    try:
+        assert main(["preprocess", "--output", str(tmp_path / "x.npz")]) == 0
+        assert main(["preprocess", "--output", str(tmp_path / "shards"), "--format", "parquet"]) == 0
+        with open(tmp_path / "plain", "w"):
+            pass
+    finally:
+        os.umask(before)
+    want = 0o666 & ~umask
+    assert stat_mode(tmp_path / "plain") == want
+    assert stat_mode(tmp_path / "x.npz") == want
+    assert stat_mode(tmp_path / "shards" / "part-00000.parquet") == want
+    assert sorted(os.listdir(tmp_path)) == ["plain", "shards", "x.npz"]
+    assert os.listdir(tmp_path / "shards") == ["part-00000.parquet"]  # no temporary file left
+
+
+def stat_mode(path):
+    return os.stat(path).st_mode & 0o777
+
+
+@pytest.mark.parametrize("fmt", ["npz", "parquet"])
+def test_interrupted_job_leaves_no_temporary_file(tmp_path, monkeypatch, fmt):
+    """A job stopped after its output was created (Ctrl-C while an image is read)
+    removes the temporary file made up front; nothing is written."""
+    from kimi_k3_rs import cli
+
+    if fmt == "parquet":
+        pytest.importorskip("pyarrow")
+
+    out = tmp_path / ("x.npz" if fmt == "npz" else "shards")
+    folder = tmp_path if fmt == "npz" else out
+    created = []
+
+    def interrupted(*args, **kwargs):
+        created.extend(n for n in os.listdir(folder) if n.startswith("."))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_compute_rows", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        cli.main(["preprocess", "--output", str(out), "--format", fmt])
+    assert len(created) == 1, created  # the temporary file made before any image is read
+    assert os.listdir(folder) == []

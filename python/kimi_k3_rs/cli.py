@@ -9,23 +9,28 @@ With no path it runs on the photograph shipped in the package (``data/rocket.jpg
 NASA, public domain). A folder stands for the image files under it, recursively
 (extensions Pillow reads, case-insensitive, sorted; symlinks leading out of the folder
 are not followed). A file that cannot be read gets a one-line error on stderr naming
-it, the others are still processed (and written), and the exit status is 1. Files are
-decoded as the checkpoint decodes them (Pillow, first frame, no EXIF rotation unless
-``--exif-transpose`` is given; the printed size then follows the orientation).
+it, the others are still processed (and written), and the exit status is 1; a path
+that is not a regular file (a FIFO, a socket, a device) is skipped the same way, never
+opened. Files are decoded as the checkpoint decodes them (Pillow, first frame, no EXIF
+rotation unless ``--exif-transpose`` is given; the printed size then follows the
+orientation). Paths are printed with backslash escapes (:func:`_shown`), so that
+every image is one line.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
+import secrets
+import stat
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 from PIL import Image
@@ -79,6 +84,68 @@ def find_images(path: str) -> list[str]:
                 continue
             found.append(full)
     return sorted(found)
+
+
+#: What :func:`_shown` writes for the characters that would break a line or a field.
+_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _shown(path: str) -> str:
+    r"""``path`` as the command line prints it: on one line, every byte of the name told.
+
+    Backslash escapes, as in a Python string literal: ``\\`` for a backslash, ``\n``,
+    ``\r``, ``\t``, ``\xNN`` / ``\uNNNN`` / ``\UNNNNNNNN`` for any other character
+    that is not printable (``str.isprintable``: control and format characters,
+    separators other than the space), and ``\xNN`` for a byte of the name that is not
+    UTF-8 (``os.fsdecode`` gives it as a lone surrogate). Other characters, spaces and
+    non-ASCII letters included, are printed as they are; a name without any of these
+    is printed unchanged.
+    """
+    out = []
+    for ch in path:
+        if ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif "\udc80" <= ch <= "\udcff":  # os.fsdecode's escape of a byte that is not UTF-8
+            out.append(f"\\x{ord(ch) - 0xDC00:02x}")
+        elif ch.isprintable():
+            out.append(ch)
+        else:
+            out.append(repr(ch)[1:-1])
+    return "".join(out)
+
+
+#: The kinds of file that are not read (:func:`_not_readable`), by their ``stat`` test.
+_SPECIAL_FILES = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISDIR, "a folder"),
+)
+
+
+def _not_readable(path: str, arrow: bool) -> str | None:
+    """Why the job skips ``path`` without opening it (None: it is read).
+
+    A path that is not a regular file (after symlinks; ``os.stat``, which opens nothing):
+    reading a FIFO would wait for a writer, a device could be endless. With ``arrow``
+    (Parquet or Ray), a name that is not UTF-8, which an Arrow ``string`` column cannot
+    hold. A path that cannot be ``stat``-ed (missing) is read, and fails there with
+    the library's message.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):
+        kind = next((name for test, name in _SPECIAL_FILES if test(mode)), "not a file")
+        return f"not a regular file ({kind}); skipped"
+    if arrow:
+        try:
+            path.encode("utf-8")
+        except UnicodeEncodeError:
+            return "the name is not UTF-8, which the path column (an Arrow string) cannot hold; skipped"
+    return None
 
 
 def _positive(text: str) -> int:
@@ -159,14 +226,41 @@ class _Done:
     ms: float
 
 
+def _create(folder: str, name: str | None = None) -> tuple[str, BinaryIO]:
+    """A new file in ``folder``, open for writing: ``(its path, the file)``.
+
+    Created as a plain ``open(path, "w")`` creates a file (mode ``0o666`` less the
+    umask), but never over an existing one (``O_EXCL``). ``name``: its name; None: a
+    hidden temporary name of its own (``.kimi-k3-rs-<random>.tmp``).
+
+    Raises:
+        OSError: the file cannot be created there (a folder that cannot be written,
+            ``/proc``, a read-only file system, ...).
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+    while True:
+        path = os.path.join(folder, name or f".kimi-k3-rs-{secrets.token_hex(8)}.tmp")
+        try:
+            fd = os.open(path, flags, 0o666)
+        except FileExistsError:
+            if name is not None:
+                raise
+            continue  # another temporary name
+        return path, os.fdopen(fd, "wb")
+
+
 class _NpzSink:
-    """Collects the good images, then writes one ``.npz`` atomically (temp file + ``os.replace``)."""
+    """Collects the good images, then writes one ``.npz`` atomically: into a temporary
+    file created in the output's folder when the sink is made (before any image is
+    read, so an output that cannot be written is refused up front), then
+    ``os.replace``-d onto the output."""
 
     def __init__(self, path: str, ps: int, dtype: str) -> None:
         self.path, self.ps, self.dtype = path, ps, dtype
         self.pixels: list[np.ndarray] = []
         self.grids: list[tuple[int, ...]] = []
         self.paths: list[str] = []
+        self.tmp, self.file = _create(os.path.dirname(os.path.abspath(path)))
 
     def add(self, done: Sequence[_Done], table: Any) -> None:
         for d in done:
@@ -176,23 +270,31 @@ class _NpzSink:
                 self.paths.append(d.path)
 
     def close(self) -> None:
+        """Write the file (the temporary file is removed if that fails)."""
         storage = _STORAGE[self.dtype]
         pixel_values = np.concatenate(self.pixels) if self.pixels else np.zeros((0, 3, self.ps, self.ps), storage)
         grid_thws = np.array(self.grids, np.int64).reshape(-1, 3)
-        folder = os.path.dirname(os.path.abspath(self.path))
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".kimi-k3-rs-", suffix=".npz.tmp")
         try:
-            with os.fdopen(fd, "wb") as f:
-                np.savez(f, pixel_values=pixel_values, grid_thws=grid_thws, paths=np.array(self.paths, dtype=str))
-            os.replace(tmp, self.path)
+            with self.file:
+                np.savez(self.file, pixel_values=pixel_values, grid_thws=grid_thws,
+                         paths=np.array(self.paths, dtype=str))
+            os.replace(self.tmp, self.path)
         except BaseException:
-            os.unlink(tmp)
+            self.abort()
             raise
+
+    def abort(self) -> None:
+        """Remove the temporary file (nothing is written)."""
+        self.file.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.tmp)
 
 
 class _ParquetSink:
     """Writes shards ``part-00000.parquet``, ... of ``shard_size`` rows (failed images
-    included, with their ``error``), each written to a hidden temp name and renamed."""
+    included, with their ``error``), each written to a hidden temp name and renamed.
+    The folder and the first shard's temporary file are created when the sink is made
+    (before any image is read, so an output that cannot be written is refused up front)."""
 
     def __init__(self, folder: str, shard_size: int) -> None:
         self.folder, self.shard_size = folder, shard_size
@@ -200,6 +302,11 @@ class _ParquetSink:
         self.rows = 0
         self.shards = 0
         os.makedirs(folder, exist_ok=True)
+        self.next: tuple[str, BinaryIO] | None = _create(folder, self._name(0, tmp=True))
+
+    @staticmethod
+    def _name(shard: int, tmp: bool = False) -> str:
+        return f".part-{shard:05d}.parquet.tmp" if tmp else f"part-{shard:05d}.parquet"
 
     def add(self, done: Sequence[_Done], table: Any) -> None:
         self.tables.append(table)
@@ -213,16 +320,33 @@ class _ParquetSink:
 
         table = pa.concat_tables(self.tables)
         shard, rest = table.slice(0, rows), table.slice(rows)
-        name = os.path.join(self.folder, f"part-{self.shards:05d}.parquet")
-        tmp = os.path.join(self.folder, f".part-{self.shards:05d}.parquet.tmp")
-        pq.write_table(shard, tmp)
-        os.replace(tmp, name)
+        tmp, file = self.next or _create(self.folder, self._name(self.shards, tmp=True))
+        self.next = None
+        try:
+            with file:
+                pq.write_table(shard, file)
+            os.replace(tmp, os.path.join(self.folder, self._name(self.shards)))
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
         self.shards += 1
         self.tables, self.rows = ([rest] if rest.num_rows else []), rest.num_rows
 
     def close(self) -> None:
+        """Write the last shard (an empty one when there was no image)."""
         if self.rows or not self.shards:
             self._write(self.rows)
+        self.abort()
+
+    def abort(self) -> None:
+        """Remove the temporary file made ahead, if any (the shards written stay)."""
+        if self.next is not None:
+            tmp, file = self.next
+            self.next = None
+            file.close()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
 
 
 def _local_batches(paths: Sequence[str], cfg: dict[str, Any], options: dict[str, Any], batch_size: int,
@@ -308,7 +432,7 @@ def _compute_sizing(chunk: Sequence[str], cfg: dict[str, Any], options: dict[str
 def _line(d: _Done) -> str:
     assert d.grid is not None
     t, h, w = d.grid
-    head = f"{d.path}"
+    head = _shown(d.path)
     if d.size is not None and d.resize is not None:
         r = d.resize
         head += (
@@ -342,11 +466,13 @@ def _printer(total: int) -> tuple[Callable[[str, bool], None], Callable[[int], N
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status.
 
-    0 when every image was processed; 1 when an image could not be read (the others
-    are still processed and written) or the output could not be written; 2 for bad
-    arguments: a bad config (missing file, no ``media_proc_cfg``, bad values) or an
-    ``--output`` that cannot be written (checked before any image is read). Every error
-    is one line on stderr, ``kimi-k3-rs: <what>: <why>``, naming the file.
+    0 when every image was processed; 1 when an image could not be read or was
+    skipped (not a regular file; the others are still processed and written) or the
+    output could not be written; 2 for bad arguments: a bad config (missing file, not a
+    regular file, too large, no ``media_proc_cfg``, bad values) or an ``--output`` that
+    cannot be written (its file, or folder, is created before any image is read). Every
+    error is one line on stderr, ``kimi-k3-rs: <what>: <why>``, naming the file (paths
+    escaped, :func:`_shown`).
     """
     args = _parser().parse_args(argv)
     try:
@@ -359,9 +485,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         }
         cfg, ps, _ = _check(media_proc_cfg, "null", options)
     except (OSError, ValueError, TypeError) as exc:
-        print(f"kimi-k3-rs: config {args.config or args.preset}: {exc}", file=sys.stderr)
+        print(f"kimi-k3-rs: config {_shown(args.config or args.preset)}: {exc}", file=sys.stderr)
         return 2
     use_ray = args.ray or args.ray_address is not None
+    parquet = args.format == "parquet" and bool(args.output)
     try:
         if args.output:
             _check_output(args.output, args.format)
@@ -378,22 +505,47 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, ImportError) as exc:
         print(f"kimi-k3-rs: {exc}", file=sys.stderr)
         return 2
-    paths = [found for path in (args.paths or [default_image_path()]) for found in find_images(path)]
     sink: _NpzSink | _ParquetSink | None = None
     if args.output:
-        sink = _NpzSink(args.output, ps, args.dtype) if args.format == "npz" else _ParquetSink(args.output, args.shard_size)
+        try:
+            sink = _NpzSink(args.output, ps, args.dtype) if args.format == "npz" else _ParquetSink(args.output, args.shard_size)
+        except OSError as exc:
+            print(f"kimi-k3-rs: {errors.bad_output(args.output, f'cannot be written: {exc.strerror or exc}')}",
+                  file=sys.stderr)
+            return 2
+    try:
+        return _job(args, cfg, options, ps, use_ray, parquet, sink)
+    except BaseException:
+        if sink is not None:
+            sink.abort()
+        raise
+
+
+def _job(args: argparse.Namespace, cfg: dict[str, Any], options: dict[str, Any], ps: int, use_ray: bool,
+         parquet: bool, sink: _NpzSink | _ParquetSink | None) -> int:
+    """The job of :func:`main` once its arguments are checked and its output created:
+    the paths found (those :func:`_not_readable` refuses skipped, with a line on
+    stderr), processed batch by batch, their lines printed, the output written."""
+    status = 0
+    paths = []
+    for path in (found for arg in (args.paths or [default_image_path()]) for found in find_images(arg)):
+        why = _not_readable(path, arrow=use_ray or parquet)
+        if why is None:
+            paths.append(path)
+        else:
+            print(f"kimi-k3-rs: {_shown(path)}: {why}", file=sys.stderr, flush=True)
+            status = 1
     if use_ray:
         address = args.ray_address or os.environ.get("RAY_ADDRESS") or None
         batches = _ray_batches(paths, cfg, options, args.batch_size, address, ps)
     else:
-        batches = _local_batches(paths, cfg, options, args.batch_size, args.format == "parquet" and bool(args.output), ps)
+        batches = _local_batches(paths, cfg, options, args.batch_size, parquet, ps)
     write, advance, close = _printer(len(paths))
-    status = 0
     try:
         for done, table in batches:
             for d in done:
                 if d.message is not None:
-                    write(f"kimi-k3-rs: {d.path}: {d.message}", True)
+                    write(f"kimi-k3-rs: {_shown(d.path)}: {d.message}", True)
                     status = 1
                 else:
                     write(_line(d), False)
@@ -406,6 +558,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             sink.close()
         except OSError as exc:
-            print(f"kimi-k3-rs: {args.output}: {exc}", file=sys.stderr)
+            print(f"kimi-k3-rs: {_shown(args.output)}: {exc}", file=sys.stderr)
             return 1
     return status

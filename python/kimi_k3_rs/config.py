@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, cast
@@ -370,6 +371,35 @@ class MediaProcConfig(_ByConstructor):
         )
 
 
+#: The largest ``preprocessor_config.json`` :func:`load_media_proc_cfg` reads, in
+#: bytes (1 MiB; the published ones are about 1 KB).
+MAX_CONFIG_BYTES = 1 << 20
+
+
+def _check_config_file(path: str, info: os.stat_result) -> None:
+    """Refuse a config file that is not a regular file or is over the size bound."""
+    if not stat.S_ISREG(info.st_mode):
+        raise errors.bad_config_file(path, "is not a regular file")
+    if info.st_size > MAX_CONFIG_BYTES:
+        raise errors.bad_config_file(path, f"is over {MAX_CONFIG_BYTES} bytes ({info.st_size})")
+
+
+def _read_config_file(path: str) -> bytes:
+    """The bytes of the config file ``path``, at most :data:`MAX_CONFIG_BYTES`, read
+    without blocking: ``os.stat`` refuses anything but a regular file before it is
+    opened (a FIFO would wait for a writer, ``/dev/zero`` never ends), the open does
+    not wait (``O_NONBLOCK``) and ``fstat`` checks again what was opened; a file that
+    grows past the bound while read is refused too."""
+    _check_config_file(path, os.stat(path))
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+    with os.fdopen(os.open(path, flags), "rb") as f:
+        _check_config_file(path, os.fstat(f.fileno()))
+        data = f.read(MAX_CONFIG_BYTES + 1)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise errors.bad_config_file(path, f"is over {MAX_CONFIG_BYTES} bytes")
+    return data
+
+
 def load_media_proc_cfg(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read the nested ``media_proc_cfg`` of a ``preprocessor_config.json``.
 
@@ -382,13 +412,15 @@ def load_media_proc_cfg(path: str | os.PathLike[str]) -> dict[str, Any]:
 
     Raises:
         OSError: the file cannot be read (``FileNotFoundError`` when missing).
-        ConfigError: the JSON has no ``media_proc_cfg`` object.
+        ConfigError: it is not a regular file (a FIFO, a device: refused before it is
+            opened, so nothing blocks) or is over :data:`MAX_CONFIG_BYTES`; the JSON
+            has no ``media_proc_cfg`` object.
+        ValueError: the file is not UTF-8 JSON (``json.JSONDecodeError``, ``UnicodeDecodeError``).
     """
     path = os.fspath(path)
     if os.path.isdir(path):
         path = os.path.join(path, "preprocessor_config.json")
-    with open(path, encoding="utf-8") as f:
-        data = json.load(f)
+    data = json.loads(_read_config_file(path).decode("utf-8"))
     inner = data.get("media_proc_cfg") if isinstance(data, dict) else None
     if not isinstance(inner, dict):
         raise errors.no_media_proc_cfg_in(path)

@@ -268,6 +268,12 @@ def no_media_proc_cfg_in(path: str) -> ConfigError:
     return ConfigError(f"{abbreviate(path, quote=False)} has no 'media_proc_cfg' object")
 
 
+def bad_config_file(path: str, why: str) -> ConfigError:
+    """A ``preprocessor_config.json`` that is not read: ``why`` says why (not a regular
+    file, too large)."""
+    return ConfigError(f"{abbreviate(path, quote=False)} {why}")
+
+
 def sizes_not_integers(dtype: Any) -> TypeError:
     """``count_image_tokens`` given sizes that are not integers."""
     return TypeError(f"sizes must be integers, got dtype {abbreviate(str(dtype), quote=False)}")
