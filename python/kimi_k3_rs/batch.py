@@ -64,7 +64,9 @@ def _routed(item: Any, index: int, opts: _Options) -> tuple[Any, _native.Encoded
     with _naming(index):
         data, encoded = _route(_unwrap_media(item), opts.exif_transpose, opts.allowed_formats)
         if encoded is not None:
-            _check_header(encoded.size, encoded.mode, opts.max_image_pixels, opts.max_decoded_bytes)
+            _check_header(
+                encoded.size, encoded.mode, opts.max_image_pixels, opts.max_decoded_bytes, file_bytes=len(data)
+            )
     return data, encoded
 
 

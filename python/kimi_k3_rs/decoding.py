@@ -73,8 +73,41 @@ _PILLOW_PIXEL_BYTES = {"1": 1, "L": 1, "P": 1, "I;16": 2, "I;16L": 2, "I;16B": 2
 #: Whole decoded images that a format's Pillow decoder holds at once, where more than
 #: one: WebP (still or animated) is decoded by libwebp's animation decoder, which keeps
 #: the current and the previous canvas, then copied into a ``bytes`` and into the image
-#: (measured: a 4000x4000 WebP peaks at 4 x 64 MB under Pillow 12 and 13).
-_DECODED_COPIES = {"WEBP": 4}
+#: (measured: a 4000x4000 WebP peaks at 4 x 64 MB under Pillow 12 and 13); JPEG 2000 by
+#: OpenJPEG, which holds every band as 32-bit samples beside Pillow's storage (4 bytes a
+#: band: 5 copies for L and RGBA, 4 for RGB); AVIF by libavif, which holds the YUV planes
+#: beside it (up to 1.5 times its size, for 12-bit 4:4:4).
+_DECODED_COPIES = {"WEBP": 4, "JPEG2000": 5, "AVIF": 2}
+
+#: Whole decoded images that Pillow's decoders written in Python (``ImageFile.PyDecoder``,
+#: registered in ``Image.DECODERS``: BMP RLE, QOI, FITS gzip, DDS, BLP, MSP, ...) hold:
+#: the ``bytearray`` they build, its ``bytes`` copy (``set_as_raw``) and the image.
+_PYTHON_DECODER_COPIES = 3
+
+#: What any encoded file may decode to (within ``max_decoded_bytes``), whatever its size.
+_DECODED_BYTES_FLOOR = 128 << 20
+
+#: What a file may decode to per byte of its size, where that allows more than
+#: :data:`_DECODED_BYTES_FLOOR`. Photos decode to 10 to 100 times their size (AVIF at
+#: 0.1 bit per pixel, counted with Pillow's 4-byte pixels: 320); only nearly blank
+#: images go past 2048, and decompression bombs by far (a 136-byte animated WebP:
+#: 1 GB, a 1.3 KB BMP RLE: 535 MB).
+_DECODED_BYTES_PER_FILE_BYTE = 2048
+
+
+def _decoders(image: Image.Image) -> set[str]:
+    """The names of the decoders Pillow will run to load the opened ``image`` (its tiles'
+    codecs; none once loaded)."""
+    return {tile[0] for tile in getattr(image, "tile", None) or ()}
+
+
+def _decoded_copies(image: Image.Image) -> int:
+    """Whole decoded images Pillow's decoder of the opened ``image`` holds at once:
+    :data:`_PYTHON_DECODER_COPIES` for a decoder written in Python, else the format's
+    :data:`_DECODED_COPIES` (1 by default)."""
+    if not _decoders(image).isdisjoint(Image.DECODERS):
+        return _PYTHON_DECODER_COPIES
+    return _DECODED_COPIES.get(image.format or "", 1)
 
 
 def _check_header(
@@ -82,19 +115,26 @@ def _check_header(
     mode: str,
     max_image_pixels: int | None,
     max_decoded_bytes: int | None,
-    format: str | None = None,
+    copies: int = 1,
+    file_bytes: int | None = None,
 ) -> None:
-    """Refuse encoded data whose header (size, Pillow mode, format) claims more than
+    """Refuse encoded data whose header (size, Pillow mode) claims more than
     ``max_image_pixels`` pixels or decodes to more than ``max_decoded_bytes`` bytes
-    (``width * height *`` Pillow's bytes per pixel of ``mode``, times the decoded copies
-    the format's decoder holds, :data:`_DECODED_COPIES`); None turns either check off.
+    (``width * height *`` Pillow's bytes per pixel of ``mode``, times the ``copies``
+    of the decoded image its decoder holds, :func:`_decoded_copies`), or, for a file of
+    ``file_bytes`` bytes, to more than its size allows: :data:`_DECODED_BYTES_FLOOR`
+    (128 MiB), or :data:`_DECODED_BYTES_PER_FILE_BYTE` (2048) bytes per byte of the
+    file where that is more. None turns the pixel check off, and both byte checks.
     The one check of every decode path, native or Pillow."""
     _check_pixels(size, max_image_pixels)
+    if max_decoded_bytes is None:
+        return
     width, height = size
-    copies = _DECODED_COPIES.get(format or "", 1)
     nbytes = width * height * _PILLOW_PIXEL_BYTES.get(mode, 4) * copies
-    if max_decoded_bytes is not None and nbytes > max_decoded_bytes:
+    if nbytes > max_decoded_bytes:
         raise errors.too_many_decoded_bytes(width, height, nbytes, max_decoded_bytes)
+    if file_bytes is not None and nbytes > max(_DECODED_BYTES_FLOOR, _DECODED_BYTES_PER_FILE_BYTE * file_bytes):
+        raise errors.decodes_beyond_its_size(width, height, nbytes, file_bytes)
 
 
 #: The ``max_image_pixels`` of the input this thread (or task) is opening or decoding;
@@ -214,7 +254,9 @@ def _loaded(
     is_ico = max_image_pixels is not None and _check_ico(source, max_image_pixels)
     with _pixel_limit(None if is_ico else max_image_pixels), _open_encoded(source) as image:
         _check_opened_format(image, allowed_formats)
-        _check_header(image.size, image.mode, max_image_pixels, max_decoded_bytes, image.format)
+        _check_header(
+            image.size, image.mode, max_image_pixels, max_decoded_bytes, _decoded_copies(image), _file_bytes(source)
+        )
         pixels = None if exif_transpose else _load_into_array(image)
         if pixels is not None:
             yield pixels
@@ -232,7 +274,6 @@ _MAPPED_STORAGE = {"L": ("L", 1), "RGB": ("RGBX", 4), "RGBA": ("RGBA", 4)}
 #: (``libImaging/Jpeg2KDecode.c: j2k_unpackers``). Every other decoder unpacks by the
 #: image's raw mode into either.
 _STORAGE_MODE_DECODERS = frozenset({"jpeg2k"})
-
 
 
 def _load_into_array(image: Image.Image) -> np.ndarray | None:
@@ -255,7 +296,7 @@ def _load_into_array(image: Image.Image) -> np.ndarray | None:
     if storage is None or (original == "L" and "transparency" in image.info) or image._im is not None:
         return None
     mode, depth = storage
-    if mode != original and any(tile[0] in _STORAGE_MODE_DECODERS for tile in image.tile):
+    if mode != original and not _decoders(image).isdisjoint(_STORAGE_MODE_DECODERS):
         return None
     if width * height * depth <= _pillow_core.get_block_size():
         return None
@@ -342,6 +383,14 @@ def _open_plugins(source: _Source) -> Image.Image:
     if is_path:
         fp.close()
     raise errors.unidentified()
+
+
+def _file_bytes(source: _Source) -> int:
+    """The size of the encoded file ``source`` (0 for a path to something other than a
+    regular file, such as a pipe)."""
+    if isinstance(source, io.BytesIO):
+        return source.getbuffer().nbytes
+    return os.stat(source).st_size
 
 
 def _open_path(path: str | os.PathLike[str]) -> BinaryIO:

@@ -237,6 +237,15 @@ def too_many_decoded_bytes(width: int, height: int, nbytes: int, max_decoded_byt
     )
 
 
+def decodes_beyond_its_size(width: int, height: int, nbytes: int, file_bytes: int) -> ImageTooLargeError:
+    """An encoded file decodes to more than its size allows (``decoding._check_header``)."""
+    return ImageTooLargeError(
+        f"image of {width}x{height} decodes to {nbytes} bytes from a file of {file_bytes} bytes, "
+        "over what a file of that size may decode to under max_decoded_bytes (128 MiB, or 2048 "
+        "bytes per byte of the file; a decompression bomb?); pass max_decoded_bytes=None to decode it"
+    )
+
+
 def bad_max_image_pixels(value: Any) -> KimiK3Error:
     """``max_image_pixels`` is not a positive int or None."""
     return KimiK3Error(f"max_image_pixels must be a positive int or None, got {abbreviate(value)}")

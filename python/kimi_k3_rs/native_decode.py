@@ -156,7 +156,7 @@ def _self_check() -> dict[str, tuple[bool, str]]:
 
 
 #: The magic bytes of the formats the core reads: those with a native decoder
-#: (``decode.rs: Format::sniff``), and BLP1, whose JPEG stream it checks for the scan limit.
+#: (``decode.rs: Format::sniff``), and BLP1, whose JPEG stream it checks for the JPEG cost bounds.
 _MAGIC = (b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n", b"BLP1")
 
 
@@ -186,16 +186,17 @@ def _route(
     else ``(data for Pillow, None)`` (a JPEG or PNG already read comes back as its
     bytes, so a path is read once).
 
-    Every JPEG (and the JPEG inside a BLP1 file) is checked for its scan count here,
-    whichever decoder runs it, and
+    Every JPEG (and the JPEG inside a BLP1 file) is checked against the JPEG cost bounds
+    here (scans, 8x8 blocks per byte of the file, block passes of the scans: the core's
+    ``decode::jpeg::route``), whichever decoder runs it, and
     every JPEG and PNG for ``allowed_formats`` (an MPO, which only Pillow tells from a
     JPEG, goes to Pillow when MPO is not allowed, and is refused there).
     Nothing is native while ``ImageFile.LOAD_TRUNCATED_IMAGES`` is true (Pillow then
     decodes truncated files, the native decoders refuse them).
 
     Raises:
-        ImageError: corrupt headers, a progressive JPEG over the scan limit, or a
-            format not in ``allowed_formats``.
+        ImageError: corrupt headers, a JPEG over its cost bounds, or a format not in
+            ``allowed_formats``.
     """
     raw = _encoded_bytes(data)
     if raw is None:

@@ -139,9 +139,13 @@ def preprocess(
             ``PIL.Image.MAX_IMAGE_PIXELS`` = 178,956,970, where Pillow itself refuses);
             None turns the check off. Arrays, tensors and PIL images are not limited.
         max_decoded_bytes: refuse encoded inputs whose header size decodes to more
-            bytes (width x height x Pillow's bytes per pixel, first frame), before
-            decoding, on the native and the Pillow path alike (default 1 GiB); None
-            turns the check off.
+            bytes (width x height x Pillow's bytes per pixel, first frame, times the
+            copies its decoder holds: 4 for WebP, 5 for JPEG 2000, 2 for AVIF, 3 for
+            Pillow's decoders written in Python), before decoding, on the native and
+            the Pillow path alike (default 1 GiB); and, within it, inputs that decode
+            to more than their file's size allows: 128 MiB, or 2,048 bytes per byte of
+            the file where that is more (photos decode to 10 to 100 times their
+            size; decompression bombs to thousands). None turns both checks off.
         allowed_formats: the Pillow format names (``"JPEG"``, ``"PNG"``, ...) encoded
             inputs may have, checked on their magic bytes before any decoder runs
             (native or Pillow), and on the format Pillow opens them as; None (the
@@ -167,10 +171,13 @@ def preprocess(
             the installed Pillow's and the pass order changes its bytes; the
             side-limit text as :class:`KimiK3Error`.
         ImageTooLargeError: (an :class:`ImageError`) an encoded image over
-            ``max_image_pixels`` or ``max_decoded_bytes``.
+            ``max_image_pixels`` or ``max_decoded_bytes``, or decoding to more than
+            its file's size allows.
         ImageError: a file or bytes object that cannot be read or decoded (missing,
-            truncated, not an image, a progressive JPEG of more than 500 scans, a
-            format not in ``allowed_formats``), naming its batch index; a wrong ``out``;
+            truncated, not an image, a format not in ``allowed_formats``), or a JPEG
+            over its cost bounds (a progressive one of more than 500 scans, more 8x8
+            blocks than 8 per byte of the file, more block passes in its scans than
+            2**23 or 64 per byte of the file), naming its batch index; a wrong ``out``;
             ``image {index}: video_chunk has no frames`` for an empty chunk.
         TypeError: ``media_proc_cfg`` is not a mapping; an unknown key inside
             ``transparent_bg_config``; ``exif_transpose`` is not a bool; ``out`` is not
