@@ -69,13 +69,18 @@ def pytest_collection_finish(session):
     assert Path(sys.prefix).resolve() in where.parents, f"kimi_k3_rs imported from {where}, not the venv"
 EOF
 
+# Every Python is tried (a failure on one does not hide the result on the other); the
+# script fails at the end if any did.
+failed=()
 for py in "${pythons[@]}"; do
     version="$("$py" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])')"
     echo "== $(basename "$wheel") on Python $version ($py)"
     start=$SECONDS
     venv="$work/venv-$version"
     "$py" -m venv "$venv"
+    set +e
     (
+        set -e
         export PATH="$venv/bin:$clean_path" TMPDIR="$work/tmp-$version" MALLOC_PERTURB_=165
         unset CARGO RUSTC RUSTUP_TOOLCHAIN CARGO_TARGET_DIR PYTHONPATH VIRTUAL_ENV
         mkdir "$TMPDIR"
@@ -113,5 +118,16 @@ EOF
             --rootdir "$repo" -c "$repo/pyproject.toml" \
             "$repo/tests/test_parity.py" "$repo/tests/test_version.py"
     )
-    echo "Python $version: OK ($((SECONDS - start)) s)"
+    status=$?
+    set -e
+    if [[ $status -eq 0 ]]; then
+        echo "Python $version: OK ($((SECONDS - start)) s)"
+    else
+        echo "Python $version: FAILED ($((SECONDS - start)) s)" >&2
+        failed+=("$version")
+    fi
 done
+if [[ ${#failed[@]} -gt 0 ]]; then
+    echo "check_wheel: $(basename "$wheel") failed on Python ${failed[*]}" >&2
+    exit 1
+fi
