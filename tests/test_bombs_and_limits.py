@@ -1019,6 +1019,9 @@ COST_BOMBS = {
     "bmp-rle8-8360": (lambda: _bmp_rle8(8360, KB100), "decoded"),
     "tiff-lzma-7240-rgb": (lambda: _tiff_lzma(7240), "image of 7240x7240 decodes to 209670400 bytes from a file"),
     "tiff-lzma-7240-rgb-100kb": (lambda: _tiff_lzma(7240, KB100), "decoded"),
+    # Pillow decodes an ICO's image while opening it: refused after that decode, within the bounds
+    "ico-png-13377-1-bit": (lambda: _ico_with(_blank_png(13377, 1, 0), 32, (0, 0)),
+                            "image of 13377x13377 decodes to 178944129 bytes from a file"),
     "j2k-13377-grey": (lambda: _blank_j2k(13377, "L"), "image of 13377x13377 decodes to 894720645 bytes from a file"),
     "j2k-6476-grey-100kb": (lambda: _blank_j2k(6476, "L", KB100), "decoded"),
     "j2k-3238-rgb-100kb": (lambda: _blank_j2k(3238, "RGB", KB100), "decoded"),

@@ -88,9 +88,9 @@ _PYTHON_DECODER_COPIES = 3
 _DECODED_BYTES_FLOOR = 128 << 20
 
 #: What a file may decode to per byte of its size, where that allows more than
-#: :data:`_DECODED_BYTES_FLOOR`. Photos decode to 10 to 100 times their size (AVIF at
-#: 0.1 bit per pixel, counted with Pillow's 4-byte pixels: 320); only nearly blank
-#: images go past 2048, and decompression bombs by far (a 136-byte animated WebP:
+#: :data:`_DECODED_BYTES_FLOOR`. Photos decode to 10 to 100 times their size (an AVIF at
+#: 0.1 bit per pixel, counted as 2 copies of Pillow's 4-byte pixels: 640); only nearly
+#: blank images go past 2048, and decompression bombs by far (a 144-byte animated WebP:
 #: 1 GB, a 1.3 KB BMP RLE: 535 MB).
 _DECODED_BYTES_PER_FILE_BYTE = 2048
 
