@@ -192,17 +192,22 @@ def test_la_png_on_the_pillow_path_costs_no_more_than_pillow_plus_output(tmp_pat
 
 
 @pytest.mark.parametrize("num_threads", [1, 2])
-def test_decoded_pil_image_costs_no_more_than_pillow_plus_output(tmp_path, num_threads):
+@pytest.mark.parametrize(("in_patch_limit", "patches"), [(65536, 66564), (1024, 1024), (16, 16)])
+def test_decoded_pil_image_costs_no_more_than_pillow_plus_output(tmp_path, in_patch_limit, patches, num_threads):
     """An 8000x8000 JPEG decoded by Pillow, then given as a PIL image (in several
     blocks of Pillow's memory): the core reads it band by band. Copied once before
-    the call, it grew by the image (+244 MiB) on top of Pillow's decode."""
+    the call, it grew by the image (+244 MiB) on top of Pillow's decode. Under a strong
+    downscale (``in_patch_limit`` 1024: about 18x; 16: about 140x) a band reads no more
+    input rows than its thread's share holds: reading all of a 64-row band's, it grew by
+    325 MiB at 1024 on 2 threads, and by 506 / 431 at 16 on 1 / 2 threads (bounds 312, 310)."""
     path = tmp_path / "decoded.jpg"
     gradient = Image.linear_gradient("L").resize((8000, 8000))
     Image.merge("RGB", (gradient, gradient.rotate(90), gradient.rotate(45))).save(path, quality=90)
     pillow = _measure("pillow", path)
-    ours = _measure("ours-pil", path, num_threads=num_threads)
-    assert ours["outcome"] == [66564, 3, 14, 14], ours
-    _within_bound(f"8000x8000 PIL image, K3, {num_threads} threads", ours, pillow["grown"])
+    ours = _measure("ours-pil", path, num_threads=num_threads, cfg={"in_patch_limit": in_patch_limit})
+    assert ours["outcome"] == [patches, 3, 14, 14], ours
+    _within_bound(f"8000x8000 PIL image, K3 in_patch_limit={in_patch_limit}, {num_threads} threads", ours,
+                  pillow["grown"])
 
 
 #: K3 compositing before the resize (the reference's default stage) instead of after it.

@@ -188,7 +188,9 @@ fn pack<const S: usize, const C: usize>(src: &[u8], dst: &mut [u8]) {
 /// thread's window (a quarter of its share), ahead of the bands that read them; a band copies the input
 /// rows it reads to composite them (`Fill::Before`), or to premultiply them
 /// for a vertical pass that reads them first; it is made shorter for its
-/// working memory to fit its share of [`BANDS_BYTES`].
+/// working memory to fit its share of [`BANDS_BYTES`], and, from a source,
+/// for its input rows to fit the thread's share (a band has at least one
+/// output row, whose taps alone may be more under an extreme downscale).
 ///
 /// # Errors
 /// [`ResizeFailed`] when a band's working memory cannot be had or its rows
@@ -252,6 +254,12 @@ fn banded<const S: usize, const C: usize>(
     };
     let per_row = copied + in_rows_per_out * out_row_len + in_row_len + out_row_len;
     let band_rows = (band_share / per_row).clamp(1, BAND_ROWS);
+    // A band reads its input rows from a source into the thread's window: no
+    // more of them than the thread's share holds (at least one output row's).
+    let band_rows = match src {
+        Pixels::Rows(_) => band_rows.min((share / (in_rows_per_out * src_row_len)).max(1)),
+        Pixels::Slice(_) => band_rows,
+    };
     let path = run.path;
     let failed: Mutex<Option<ResizeFailed>> = Mutex::new(None);
     for_each_chunk(
