@@ -120,7 +120,6 @@ _SPECIAL_FILES = (
     (stat.S_ISSOCK, "a socket"),
     (stat.S_ISCHR, "a character device"),
     (stat.S_ISBLK, "a block device"),
-    (stat.S_ISDIR, "a folder"),
 )
 
 
