@@ -6,8 +6,9 @@ read by ``_native.pil_pixels``: no ``tobytes()`` copy (about 34 ms of GIL-holdin
 for a 12 MP image). Pillow exports only an image held in one block of memory; its
 default allocator splits images over 16 MiB (larger than 2048x2048 RGB) into 16 MiB
 blocks, so the core reads those band by band (``_native.pil_rows``: each band cropped,
-exported and copied, a few MB at a time), unless :func:`enable_pillow_zero_copy` is
-called. Either way the output is the same, bit for bit.
+exported and copied, a few MB at a time, at most one block a crop, as the export
+needs), unless :func:`enable_pillow_zero_copy` is called. Either way the output is the
+same, bit for bit.
 """
 
 from __future__ import annotations
@@ -107,8 +108,9 @@ def _pixels_of(image: Image.Image) -> np.ndarray | _native.PillowRows:
     """The pixels of a PIL image as ``np.asarray(image)`` gives them: read in place
     where :func:`_exported_pixels` can; else, for an image Pillow holds in several
     blocks or maps onto memory it did not allocate, a ``PillowRows`` the core reads
-    band by band during the call (each band of rows cropped into an image Pillow owns,
-    exported and copied into the band's buffer, so the image is never copied whole);
+    band by band during the call (each band of rows cropped into images Pillow owns, one
+    block of its memory each, exported and copied into the band's buffer, so the image
+    is never copied whole);
     else (a Pillow that cannot export) copied by ``np.asarray``."""
     exported = _exported_pixels(image)  # loads the image
     if exported is not None:
