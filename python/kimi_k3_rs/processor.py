@@ -172,12 +172,12 @@ def preprocess(
             side-limit text as :class:`KimiK3Error`.
         ImageTooLargeError: (an :class:`ImageError`) an encoded image over
             ``max_image_pixels`` or ``max_decoded_bytes``, or decoding to more than
-            its file's size allows.
+            its file's size allows; a JPEG over its cost bounds (a progressive one of
+            more than 500 scans, more 8x8 blocks than 8 per byte of the file, more
+            block passes in its scans than 2**23 or 64 per byte of the file).
         ImageError: a file or bytes object that cannot be read or decoded (missing,
-            truncated, not an image, a format not in ``allowed_formats``), or a JPEG
-            over its cost bounds (a progressive one of more than 500 scans, more 8x8
-            blocks than 8 per byte of the file, more block passes in its scans than
-            2**23 or 64 per byte of the file), naming its batch index; a wrong ``out``;
+            truncated, not an image, a format not in ``allowed_formats``), naming its
+            batch index; a wrong ``out``;
             ``image {index}: video_chunk has no frames`` for an empty chunk.
         TypeError: ``media_proc_cfg`` is not a mapping; an unknown key inside
             ``transparent_bg_config``; ``exif_transpose`` is not a bool; ``out`` is not

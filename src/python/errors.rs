@@ -30,7 +30,9 @@ create_exception!(
     kimi_k3_rs,
     ImageTooLargeError,
     ImageError,
-    "An encoded image's header claims more pixels than max_image_pixels."
+    "An encoded image refused before decoding as too large or too costly to decode: over \
+     max_image_pixels or max_decoded_bytes, decoding to more than its file's size allows, or a \
+     JPEG over its cost bounds (scans, blocks per byte, block passes)."
 );
 
 /// The attribute (set to `True`) that marks an exception whose class and text
@@ -51,10 +53,11 @@ fn verbatim(err: PyErr) -> PyErr {
 
 /// The exception of `err` with the text `msg`: the class follows the fault.
 ///
-/// Config values are `ConfigError`, per-image and `out=` faults `ImageError`,
-/// options and the reference's side-limit assertion `KimiK3Error`; sglang's
-/// verbatim texts (`Channels`, `PixelDtype`) keep sglang's class, `ValueError`,
-/// marked [`verbatim`].
+/// Config values are `ConfigError`, per-image and `out=` faults `ImageError`
+/// (a JPEG over its cost bounds its subclass `ImageTooLargeError`, as the
+/// decoded-size limits), options and the reference's side-limit assertion
+/// `KimiK3Error`; sglang's verbatim texts (`Channels`, `PixelDtype`) keep
+/// sglang's class, `ValueError`, marked [`verbatim`].
 fn new_err(err: &KimiError, msg: String) -> PyErr {
     match err {
         KimiError::Config { .. } | KimiError::Pattern(_) | KimiError::NoVideoConfig => {
@@ -68,6 +71,9 @@ fn new_err(err: &KimiError, msg: String) -> PyErr {
         KimiError::Option { .. } | KimiError::SideLimit { .. } | KimiError::Threads(_) => {
             KimiK3Error::new_err(msg)
         }
+        KimiError::TooManyScans { .. }
+        | KimiError::JpegDataMissing { .. }
+        | KimiError::JpegScanWork { .. } => ImageTooLargeError::new_err(msg),
         _ => ImageError::new_err(msg),
     }
 }
