@@ -609,3 +609,58 @@ def test_interrupted_job_leaves_no_temporary_file(tmp_path, monkeypatch, fmt):
         cli.main(["preprocess", "--output", str(out), "--format", fmt])
     assert len(created) == 1, created  # the temporary file made before any image is read
     assert os.listdir(folder) == []
+
+
+# --- papercuts (#23): options that need another, plain --help
+
+
+def test_help_is_plain_text():
+    """``--help`` of the command and of ``preprocess``: plain text (no reStructuredText
+    double backticks or roles: the description was the module docstring's first line),
+    option names never broken at a hyphen."""
+    for args, columns in ((["--help"], "80"), (["preprocess", "--help"], "80"), (["preprocess", "--help"], "60")):
+        env = {**os.environ, "COLUMNS": columns}
+        env.pop("PYTHONWARNINGS", None)
+        proc = subprocess.run([sys.executable, "-m", "kimi_k3_rs", *args], check=False, capture_output=True,
+                              text=True, timeout=120, env=env)
+        assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+        text = proc.stdout
+        assert "``" not in text and ":func:" not in text and ":data:" not in text, text
+        assert "Preprocess image files and folders as the Kimi-K3 / K2.5 checkpoint does;" in text, text
+        assert [line for line in text.splitlines() if line.rstrip().endswith("-")] == [], text
+        if args[0] == "preprocess":
+            assert "--ray-address or $RAY_ADDRESS" in " ".join(text.split()), text
+
+
+@pytest.mark.parametrize("given,refused", [
+    (["--shard-size", "3"], "argument --shard-size: not allowed without --format parquet"),
+    (["--shard-size", "3", "--format", "npz", "--output", "{out}.npz"],
+     "argument --shard-size: not allowed without --format parquet"),
+    (["--shard-size", "3", "--output", "{out}.npz"], "argument --shard-size: not allowed without --format parquet"),
+    (["--format", "parquet"], "argument --format: not allowed without --output"),
+    (["--format", "npz"], "argument --format: not allowed without --output"),
+    (["--format", "parquet", "--shard-size", "3"], "argument --format: not allowed without --output"),
+])
+def test_option_without_the_one_it_needs_is_refused(tmp_path, given, refused):
+    """``--shard-size`` acts only with ``--format parquet`` and ``--format`` only with
+    ``--output``: given without, each is refused as argparse refuses a bad argument
+    (usage, then one error line; exit 2; nothing read or written), where the old
+    command line ignored it and exited 0."""
+    proc = run_cli(*[a.format(out=tmp_path / "x") for a in given])
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == ""
+    assert proc.stderr.startswith("usage: kimi-k3-rs preprocess "), proc.stderr
+    assert proc.stderr.splitlines()[-1] == f"kimi-k3-rs preprocess: error: {refused}", proc.stderr
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("fmt", ["npz", "parquet"])
+def test_empty_output_name_is_refused(tmp_path, fmt):
+    """``--output ""`` is an output that cannot be written (exit 2, one line), where the
+    old command line took it for no ``--output`` and exited 0 without writing."""
+    proc = run_cli("--output", "", "--format", fmt, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == ""
+    why = "an npz file name must end in .npz" if fmt == "npz" else "cannot be written: No such file or directory"
+    assert lines(proc.stderr) == [f"kimi-k3-rs: --output : {why}"]
+    assert os.listdir(tmp_path) == []

@@ -11,10 +11,11 @@ NASA, public domain). A folder stands for the image files under it, recursively
 are not followed). A file that cannot be read gets a one-line error on stderr naming
 it, the others are still processed (and written), and the exit status is 1; a path
 that is not a regular file (a FIFO, a socket, a device) is skipped the same way, never
-opened. Files are decoded as the checkpoint decodes them (Pillow, first frame, no EXIF
-rotation unless ``--exif-transpose`` is given; the printed size then follows the
-orientation). Paths are printed with backslash escapes (:func:`_shown`), so that
-every image is one line.
+opened. ``--format`` needs ``--output`` and ``--shard-size`` needs ``--format parquet``:
+given without, they are refused as bad arguments (status 2), not ignored. Files are
+decoded as the checkpoint decodes them (Pillow, first frame, no EXIF rotation unless
+``--exif-transpose`` is given; the printed size then follows the orientation). Paths
+are printed with backslash escapes (:func:`_shown`), so that every image is one line.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import os
 import secrets
 import stat
 import sys
+import textwrap
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -157,11 +159,38 @@ def _positive(text: str) -> int:
     return value
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kimi-k3-rs", description=(__doc__ or "").split("\n\n")[0])
+#: ``kimi-k3-rs --help``'s description (plain text, as every help text of the command).
+_DESCRIPTION = "Preprocess image files and folders as the Kimi-K3 / K2.5 checkpoint does;\nprint one line per image."
+
+#: ``kimi-k3-rs preprocess --help``'s text after the options (plain text, kept as written).
+_EPILOG = """\
+A folder stands for the image files under it, recursively (the extensions the
+installed Pillow opens, in any case), sorted; with no PATH, the embedded photo.
+
+--output OUT.npz writes the arrays pixel_values, grid_thws and paths.
+--output DIR --format parquet writes DIR/part-00000.parquet, ... of
+--shard-size images each.
+
+Exit status: 0 when every image was processed; 1 when a file could not be read
+or was skipped, or the output could not be written (one line on stderr each);
+2 for bad arguments, a bad config, or an --output that cannot be written."""
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """argparse's help layout, the description and epilog kept as written, and option
+    help wrapped between words only (never inside ``--ray-address`` at its hyphen)."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+
+def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """The command's parser and its ``preprocess`` subcommand's parser."""
+    parser = argparse.ArgumentParser(prog="kimi-k3-rs", description=_DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"kimi-k3-rs {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("preprocess", help="preprocess image files like the Kimi-K3 / K2.5 checkpoint")
+    p = sub.add_parser("preprocess", help="preprocess image files like the Kimi-K3 / K2.5 checkpoint",
+                       description=_DESCRIPTION, epilog=_EPILOG, formatter_class=_HelpFormatter)
     p.add_argument("paths", nargs="*", metavar="PATH", help="image files or folders (default: the embedded photo)")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--preset", choices=sorted(_PRESETS), default="kimi-k3", help="published config (default kimi-k3)")
@@ -178,18 +207,46 @@ def _parser() -> argparse.ArgumentParser:
         metavar="OUT.npz|DIR",
         help="npz: this file (its name must end in .npz); parquet: this folder (new or empty)",
     )
-    p.add_argument("--format", choices=["npz", "parquet"], default="npz", help="what --output writes (default npz)")
-    p.add_argument("--shard-size", type=_positive, default=1000, metavar="N", help="images per parquet file (default 1000)")
+    p.add_argument("--format", choices=["npz", "parquet"], help="what --output writes (default npz; needs --output)")
+    p.add_argument("--shard-size", type=_positive, metavar="N",
+                   help="images per Parquet file (default 1000; needs --format parquet)")
     p.add_argument("--batch-size", type=_positive, default=16, metavar="N", help="images per native call (default 16)")
     p.add_argument("--num-threads", type=_positive, default=None, metavar="N", help="threads of each call (default 1)")
-    p.add_argument("--ray", action="store_true", help="run the job on Ray Data (a local cluster unless --ray-address)")
+    p.add_argument(
+        "--ray",
+        action="store_true",
+        help="run the job on Ray Data (on a new local cluster unless --ray-address or $RAY_ADDRESS names one)",
+    )
     p.add_argument(
         "--ray-address",
         metavar="ADDRESS",
         default=None,
         help="an existing Ray cluster (default: $RAY_ADDRESS, else a new local one); implies --ray",
     )
-    return parser
+    return parser, p
+
+
+#: The options that act only together with another, each refused without it (argparse
+#: gives no such rule): (its ``dest``, its flag, whether ``args`` hold what it needs,
+#: what it needs). Their defaults (None: not given) are set by :func:`_parse_args`.
+_NEEDS: tuple[tuple[str, str, Callable[[argparse.Namespace], bool], str], ...] = (
+    ("format", "--format", lambda args: args.output is not None, "--output"),
+    ("shard_size", "--shard-size", lambda args: args.format == "parquet", "--format parquet"),
+)
+
+
+def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The arguments of :func:`main`, parsed; an option given without the one it needs
+    (:data:`_NEEDS`) exits as argparse does for a bad argument (usage and one error
+    line on stderr, status 2) instead of being ignored."""
+    parser, preprocess = _parser()
+    args = parser.parse_args(argv)
+    for dest, flag, satisfied, needed in _NEEDS:
+        if getattr(args, dest) is not None and not satisfied(args):
+            preprocess.error(f"argument {flag}: not allowed without {needed}")
+    args.format = args.format or "npz"
+    args.shard_size = args.shard_size or 1000
+    return args
 
 
 def _check_output(output: str, fmt: str) -> None:
@@ -467,13 +524,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     0 when every image was processed; 1 when an image could not be read or was
     skipped (not a regular file; the others are still processed and written) or the
-    output could not be written; 2 for bad arguments: a bad config (missing file, not a
-    regular file, too large, no ``media_proc_cfg``, bad values) or an ``--output`` that
-    cannot be written (its file, or folder, is created before any image is read). Every
-    error is one line on stderr, ``kimi-k3-rs: <what>: <why>``, naming the file (paths
-    escaped, :func:`_shown`).
+    output could not be written; 2 for bad arguments: argparse's (usage and an error
+    line; among them an option given without the one it needs, :data:`_NEEDS`), a bad
+    config (missing file, not a regular file, too large, no ``media_proc_cfg``, bad
+    values) or an ``--output`` that cannot be written (its file, or folder, is created
+    before any image is read). Every other error is one line on stderr,
+    ``kimi-k3-rs: <what>: <why>``, naming the file (paths escaped, :func:`_shown`).
     """
-    args = _parser().parse_args(argv)
+    args = _parse_args(argv)
     try:
         media_proc_cfg: Any = load_media_proc_cfg(args.config) if args.config else _PRESETS[args.preset]()
         options: dict[str, Any] = {
@@ -487,9 +545,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"kimi-k3-rs: config {_shown(args.config or args.preset)}: {exc}", file=sys.stderr)
         return 2
     use_ray = args.ray or args.ray_address is not None
-    parquet = args.format == "parquet" and bool(args.output)
+    parquet = args.format == "parquet"
     try:
-        if args.output:
+        if args.output is not None:
             _check_output(args.output, args.format)
         if args.format == "parquet" or use_ray:
             _pyarrow()
@@ -505,7 +563,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"kimi-k3-rs: {exc}", file=sys.stderr)
         return 2
     sink: _NpzSink | _ParquetSink | None = None
-    if args.output:
+    if args.output is not None:
         try:
             sink = _NpzSink(args.output, ps, args.dtype) if args.format == "npz" else _ParquetSink(args.output, args.shard_size)
         except OSError as exc:
