@@ -611,7 +611,7 @@ def test_interrupted_job_leaves_no_temporary_file(tmp_path, monkeypatch, fmt):
     assert os.listdir(folder) == []
 
 
-# --- papercuts (#23): options that need another, plain --help
+# --- papercuts (#23): folders without images, options that need another, plain --help
 
 
 def test_help_is_plain_text():
@@ -664,3 +664,44 @@ def test_empty_output_name_is_refused(tmp_path, fmt):
     why = "an npz file name must end in .npz" if fmt == "npz" else "cannot be written: No such file or directory"
     assert lines(proc.stderr) == [f"kimi-k3-rs: --output : {why}"]
     assert os.listdir(tmp_path) == []
+
+
+NO_IMAGES = ("no image files found under this folder (searched recursively, symlinked folders not entered, "
+             "for the extensions the installed Pillow opens, such as .jpg and .png, in any case)")
+
+
+@pytest.mark.parametrize("case", ["empty", "no-image-extension", "images-behind-a-symlink", "several", "beside-an-image"])
+def test_folder_without_image_files_exits_1(tmp_path, case):
+    """A folder under which no image file is found (empty; only files whose extension
+    Pillow does not open; images only in a symlinked folder, not entered) is a line on
+    stderr naming it and exit 1 (was: exit 0, nothing printed); each such folder has its
+    line, and the other paths are still processed and written."""
+    empty = tmp_path / "empty"
+    (empty / "sub" / "deeper").mkdir(parents=True)
+    others = tmp_path / "others"
+    others.mkdir()
+    (others / "notes.txt").write_text("not an image")
+    noise(20, 20, "RGB", 1).save(others / "photo.png.bak", "PNG")  # an image, but not by its extension
+    (others / "README").write_text("")
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    noise(20, 20, "RGB", 2).save(tmp_path / "outside.png")
+    (tmp_path / "outside").mkdir()
+    noise(20, 20, "RGB", 3).save(tmp_path / "outside" / "a.png")
+    (linked / "folder").symlink_to(tmp_path / "outside", target_is_directory=True)
+    args, silent, good = {
+        "empty": ([empty], [empty], []),
+        "no-image-extension": ([others], [others], []),
+        "images-behind-a-symlink": ([linked], [linked], []),
+        "several": ([empty, others, linked], [empty, others, linked], []),
+        "beside-an-image": ([empty, tmp_path / "outside.png"], [empty], [tmp_path / "outside.png"]),
+    }[case]
+    out = tmp_path / "out.npz"
+    proc = run_cli(*args, "--output", out)
+    assert proc.returncode == 1, (proc.stdout, proc.stderr)
+    assert lines(proc.stderr) == [f"kimi-k3-rs: {folder}: {NO_IMAGES}" for folder in silent]
+    assert [line.split("\t")[0] for line in lines(proc.stdout)] == [str(p) for p in good]
+    with np.load(out) as npz:  # written with what was found, as when files cannot be read
+        assert npz["paths"].tolist() == [str(p) for p in good]
+        assert npz["pixel_values"].shape[0] == int(np.prod(npz["grid_thws"], axis=1).sum())
+        assert len(npz["grid_thws"]) == len(good)

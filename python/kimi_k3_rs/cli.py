@@ -11,11 +11,12 @@ NASA, public domain). A folder stands for the image files under it, recursively
 are not followed). A file that cannot be read gets a one-line error on stderr naming
 it, the others are still processed (and written), and the exit status is 1; a path
 that is not a regular file (a FIFO, a socket, a device) is skipped the same way, never
-opened. ``--format`` needs ``--output`` and ``--shard-size`` needs ``--format parquet``:
-given without, they are refused as bad arguments (status 2), not ignored. Files are
-decoded as the checkpoint decodes them (Pillow, first frame, no EXIF rotation unless
-``--exif-transpose`` is given; the printed size then follows the orientation). Paths
-are printed with backslash escapes (:func:`_shown`), so that every image is one line.
+opened, and so is a folder under which no image file is found. ``--format`` needs
+``--output`` and ``--shard-size`` needs ``--format parquet``: given without, they are
+refused as bad arguments (status 2), not ignored. Files are decoded as the checkpoint
+decodes them (Pillow, first frame, no EXIF rotation unless ``--exif-transpose`` is
+given; the printed size then follows the orientation). Paths are printed with
+backslash escapes (:func:`_shown`), so that every image is one line.
 """
 
 from __future__ import annotations
@@ -149,6 +150,24 @@ def _not_readable(path: str, arrow: bool) -> str | None:
     return None
 
 
+#: Why a ``PATH`` folder under which :func:`find_images` found nothing gives no image.
+_NO_IMAGES = ("no image files found under this folder (searched recursively, symlinked folders not entered, "
+              "for the extensions the installed Pillow opens, such as .jpg and .png, in any case)")
+
+
+def _inputs(args: Sequence[str], arrow: bool) -> Iterator[tuple[str, str | None]]:
+    """The files the ``PATH`` arguments ``args`` stand for (:func:`find_images`), in
+    order, each with None when it is to be read, else why it is skipped
+    (:func:`_not_readable`); a folder under which no image file is found comes as
+    itself with why (``_NO_IMAGES``), so that it is never a silent no-op."""
+    for arg in args:
+        found = find_images(arg)
+        if not found:
+            yield arg, _NO_IMAGES
+        for path in found:
+            yield path, _not_readable(path, arrow)
+
+
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -172,8 +191,9 @@ installed Pillow opens, in any case), sorted; with no PATH, the embedded photo.
 --shard-size images each.
 
 Exit status: 0 when every image was processed; 1 when a file could not be read
-or was skipped, or the output could not be written (one line on stderr each);
-2 for bad arguments, a bad config, or an --output that cannot be written."""
+or was skipped, a folder held no image file, or the output could not be written
+(one line on stderr each); 2 for bad arguments, a bad config, or an --output
+that cannot be written."""
 
 
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -523,13 +543,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status.
 
     0 when every image was processed; 1 when an image could not be read or was
-    skipped (not a regular file; the others are still processed and written) or the
-    output could not be written; 2 for bad arguments: argparse's (usage and an error
-    line; among them an option given without the one it needs, :data:`_NEEDS`), a bad
-    config (missing file, not a regular file, too large, no ``media_proc_cfg``, bad
-    values) or an ``--output`` that cannot be written (its file, or folder, is created
-    before any image is read). Every other error is one line on stderr,
-    ``kimi-k3-rs: <what>: <why>``, naming the file (paths escaped, :func:`_shown`).
+    skipped (not a regular file, or a folder under which no image file is found; the
+    others are still processed and written) or the output could not be written; 2 for
+    bad arguments: argparse's (usage and an error line; among them an option given
+    without the one it needs, :data:`_NEEDS`), a bad config (missing file, not a
+    regular file, too large, no ``media_proc_cfg``, bad values) or an ``--output`` that
+    cannot be written (its file, or folder, is created before any image is read). Every
+    other error is one line on stderr, ``kimi-k3-rs: <what>: <why>``, naming the file
+    (paths escaped, :func:`_shown`).
     """
     args = _parse_args(argv)
     try:
@@ -581,12 +602,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _job(args: argparse.Namespace, cfg: dict[str, Any], options: dict[str, Any], ps: int, use_ray: bool,
          parquet: bool, sink: _NpzSink | _ParquetSink | None) -> int:
     """The job of :func:`main` once its arguments are checked and its output created:
-    the paths found (those :func:`_not_readable` refuses skipped, with a line on
+    the paths found (:func:`_inputs`; those it refuses skipped, with a line on
     stderr), processed batch by batch, their lines printed, the output written."""
     status = 0
     paths = []
-    for path in (found for arg in (args.paths or [default_image_path()]) for found in find_images(arg)):
-        why = _not_readable(path, arrow=use_ray or parquet)
+    for path, why in _inputs(args.paths or [default_image_path()], arrow=use_ray or parquet):
         if why is None:
             paths.append(path)
         else:
