@@ -611,13 +611,14 @@ def test_interrupted_job_leaves_no_temporary_file(tmp_path, monkeypatch, fmt):
     assert os.listdir(folder) == []
 
 
-# --- papercuts (#23): folders without images, options that need another, plain --help
+# --- papercuts (#23): folders without images, options that need another, the npz's dtype, plain --help
 
 
 def test_help_is_plain_text():
     """``--help`` of the command and of ``preprocess``: plain text (no reStructuredText
     double backticks or roles: the description was the module docstring's first line),
-    option names never broken at a hyphen."""
+    option names never broken at a hyphen, and the epilog names the npz's entries and
+    its loader."""
     for args, columns in ((["--help"], "80"), (["preprocess", "--help"], "80"), (["preprocess", "--help"], "60")):
         env = {**os.environ, "COLUMNS": columns}
         env.pop("PYTHONWARNINGS", None)
@@ -630,6 +631,7 @@ def test_help_is_plain_text():
         assert [line for line in text.splitlines() if line.rstrip().endswith("-")] == [], text
         if args[0] == "preprocess":
             assert "--ray-address or $RAY_ADDRESS" in " ".join(text.split()), text
+            assert "pixel_values, grid_thws, paths and dtype" in text and "kimi_k3_rs.cli.load_npz(path)" in text
 
 
 @pytest.mark.parametrize("given,refused", [
@@ -705,3 +707,111 @@ def test_folder_without_image_files_exits_1(tmp_path, case):
         assert npz["paths"].tolist() == [str(p) for p in good]
         assert npz["pixel_values"].shape[0] == int(np.prod(npz["grid_thws"], axis=1).sum())
         assert len(npz["grid_thws"]) == len(good)
+
+
+@pytest.fixture(scope="module")
+def npz_by_dtype(files, tmp_path_factory):
+    """The command line's npz of the embedded photo and files["alpha"], for each dtype."""
+    folder = tmp_path_factory.mktemp("npz")
+    out = {}
+    for dtype in ("float32", "float16", "bfloat16"):
+        out[dtype] = folder / f"{dtype}.npz"
+        proc = run_cli(ROCKET, files["alpha"], "--dtype", dtype, "--output", out[dtype])
+        assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def test_npz_names_its_dtype_and_load_npz_reads_it_back(npz_by_dtype):
+    """The npz holds ``dtype``, a 0-d string naming pixel_values' dtype (a bfloat16 npz
+    was plain uint16, nothing marking it); :func:`kimi_k3_rs.cli.load_npz` gives
+    pixel_values in that dtype: the float32 output rounded by ml_dtypes to bfloat16
+    (float16 by numpy), bit for bit, widened exactly by ``<< 16``; grids and paths as
+    written."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    from kimi_k3_rs.cli import load_npz
+
+    stored = {"float32": np.float32, "float16": np.float16, "bfloat16": np.uint16}
+    for dtype, path in npz_by_dtype.items():
+        with np.load(path) as npz:
+            assert npz["dtype"].shape == () and npz["dtype"].dtype.kind == "U" and npz["dtype"].item() == dtype
+            assert npz["pixel_values"].dtype == stored[dtype]
+    f32 = load_npz(npz_by_dtype["float32"])
+    want = kimi_k3_rs.preprocess([str(ROCKET), str(f32["paths"][1])], K3_CFG)
+    assert f32["dtype"] == "float32" and f32["paths"] == [str(ROCKET), f32["paths"][1]]
+    assert f32["paths"][1].endswith("alpha.png")
+    assert_bit_equal(f32["pixel_values"], want["pixel_values"])
+    assert_bit_equal(f32["grid_thws"], want["grid_thws"])
+    for dtype, numpy_type in (("bfloat16", ml_dtypes.bfloat16), ("float16", np.float16)):
+        loaded = load_npz(npz_by_dtype[dtype])
+        assert loaded["dtype"] == dtype and loaded["paths"] == f32["paths"]
+        assert_bit_equal(loaded["grid_thws"], f32["grid_thws"])
+        assert loaded["pixel_values"].dtype == numpy_type
+        assert_bit_equal(loaded["pixel_values"].view(np.uint16),
+                         f32["pixel_values"].astype(numpy_type).view(np.uint16), dtype)
+    bits = load_npz(npz_by_dtype["bfloat16"])["pixel_values"].view(np.uint16)
+    widened = (bits.astype(np.uint32) << 16).view(np.float32)
+    assert_bit_equal(widened, f32["pixel_values"].astype(ml_dtypes.bfloat16).astype(np.float32))
+
+
+def test_load_npz_without_ml_dtypes_gives_the_bits(npz_by_dtype, monkeypatch):
+    """Without ml_dtypes, bfloat16 comes back as its uint16 bits (as preprocess gives
+    it), the ``dtype`` entry saying what they are."""
+    from kimi_k3_rs.cli import load_npz
+
+    with np.load(npz_by_dtype["bfloat16"]) as npz:
+        stored = npz["pixel_values"]
+    monkeypatch.setitem(sys.modules, "ml_dtypes", None)  # import ml_dtypes raises ImportError
+    loaded = load_npz(npz_by_dtype["bfloat16"])
+    assert loaded["dtype"] == "bfloat16" and loaded["pixel_values"].dtype == np.uint16
+    assert_bit_equal(loaded["pixel_values"], stored)
+
+
+@pytest.mark.parametrize("case,message", [
+    (".npy", "not an npz archive (a single .npy array)"),
+    ("text", "not an npz archive of arrays"),
+    ("no-dtype", "no dtype entry (kimi-k3-rs preprocess --output OUT.npz writes pixel_values, grid_thws, paths, dtype)"),
+    ("unknown-dtype", "dtype must be a 0-d string array 'float32', 'float16' or 'bfloat16', got 'int8'"),
+    ("dtype-not-a-string", "dtype must be a 0-d string array 'float32', 'float16' or 'bfloat16', got 16"),
+    ("dtype-not-0-d", ("dtype must be a 0-d string array 'float32', 'float16' or 'bfloat16', got <numpy.ndarray"
+                       " shape=(1,) dtype=<U8>")),
+    ("stored-otherwise", "pixel_values of float32 must be stored as float32, not uint16"),
+    ("grid-disagrees", "shapes do not agree: pixel_values uint16[1472, 3, 14, 14], grid_thws int64[1, 3], paths [1]"),
+    ("paths-disagree", "shapes do not agree: pixel_values uint16[1472, 3, 14, 14], grid_thws int64[1, 3], paths [2]"),
+])
+def test_load_npz_refuses_what_the_command_line_does_not_write(npz_by_dtype, tmp_path, case, message):
+    """A file that is not the command line's npz is a ValueError naming the file and
+    what is wrong, never wrong arrays."""
+    from kimi_k3_rs.cli import load_npz
+
+    with np.load(npz_by_dtype["bfloat16"]) as npz:
+        good = {k: npz[k] for k in npz.files}
+    good["paths"], good["grid_thws"] = good["paths"][:1], good["grid_thws"][:1]
+    good["pixel_values"] = good["pixel_values"][:int(np.prod(good["grid_thws"][0]))]
+    np.savez(tmp_path / "good.npz", **good)
+    assert load_npz(tmp_path / "good.npz")["paths"] == [str(ROCKET)]  # the entries below alone are at fault
+    path = tmp_path / ("bad.npy" if case == ".npy" else f"bad-{case}.npz")
+    if case == ".npy":
+        np.save(path, good["pixel_values"])
+    elif case == "text":
+        path.write_text("pixel_values\n")
+    else:
+        entries = dict(good)
+        if case == "no-dtype":
+            del entries["dtype"]
+        elif case == "unknown-dtype":
+            entries["dtype"] = np.array("int8")
+        elif case == "dtype-not-a-string":
+            entries["dtype"] = np.array(16)
+        elif case == "dtype-not-0-d":
+            entries["dtype"] = np.array(["bfloat16"])
+        elif case == "stored-otherwise":
+            entries["dtype"] = np.array("float32")
+        elif case == "grid-disagrees":
+            entries["grid_thws"] = entries["grid_thws"] * 2
+        else:
+            entries["paths"] = np.array(["a", "b"])
+        with open(path, "wb") as f:
+            np.savez(f, **entries)
+    with pytest.raises(ValueError) as raised:
+        load_npz(path)
+    assert str(raised.value) == f"{path}: {message}"

@@ -13,7 +13,9 @@ it, the others are still processed (and written), and the exit status is 1; a pa
 that is not a regular file (a FIFO, a socket, a device) is skipped the same way, never
 opened, and so is a folder under which no image file is found. ``--format`` needs
 ``--output`` and ``--shard-size`` needs ``--format parquet``: given without, they are
-refused as bad arguments (status 2), not ignored. Files are decoded as the checkpoint
+refused as bad arguments (status 2), not ignored. The npz holds ``pixel_values``,
+``grid_thws``, ``paths`` and ``dtype`` (the dtype's name: bfloat16 is stored as its
+``uint16`` bits); :func:`load_npz` reads it back. Files are decoded as the checkpoint
 decodes them (Pillow, first frame, no EXIF rotation unless ``--exif-transpose`` is
 given; the printed size then follows the orientation). Paths are printed with
 backslash escapes (:func:`_shown`), so that every image is one line.
@@ -30,6 +32,7 @@ import stat
 import sys
 import textwrap
 import time
+import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -50,6 +53,7 @@ from .arrow import (
     arrow_schema,
 )
 from .config import kimi_k3_media_proc_cfg, kimi_k25_media_proc_cfg, load_media_proc_cfg
+from .options import _from_native
 
 _PRESETS = {"kimi-k3": kimi_k3_media_proc_cfg, "kimi-k2.5": kimi_k25_media_proc_cfg}
 
@@ -186,9 +190,10 @@ _EPILOG = """\
 A folder stands for the image files under it, recursively (the extensions the
 installed Pillow opens, in any case), sorted; with no PATH, the embedded photo.
 
---output OUT.npz writes the arrays pixel_values, grid_thws and paths.
---output DIR --format parquet writes DIR/part-00000.parquet, ... of
---shard-size images each.
+--output OUT.npz writes the arrays pixel_values, grid_thws, paths and dtype (the
+name of pixel_values' dtype; bfloat16 is stored as its uint16 bits); read it
+back with kimi_k3_rs.cli.load_npz(path). --output DIR --format parquet writes
+DIR/part-00000.parquet, ... of --shard-size images each.
 
 Exit status: 0 when every image was processed; 1 when a file could not be read
 or was skipped, a folder held no image file, or the output could not be written
@@ -326,7 +331,8 @@ def _create(folder: str, name: str | None = None) -> tuple[str, BinaryIO]:
 
 
 class _NpzSink:
-    """Collects the good images, then writes one ``.npz`` atomically: into a temporary
+    """Collects the good images, then writes one ``.npz`` (the entries
+    :func:`load_npz` reads) atomically: into a temporary
     file created in the output's folder when the sink is made (before any image is
     read, so an output that cannot be written is refused up front), then
     ``os.replace``-d onto the output."""
@@ -353,7 +359,7 @@ class _NpzSink:
         try:
             with self.file:
                 np.savez(self.file, pixel_values=pixel_values, grid_thws=grid_thws,
-                         paths=np.array(self.paths, dtype=str))
+                         paths=np.array(self.paths, dtype=str), dtype=np.array(self.dtype))
             os.replace(self.tmp, self.path)
         except BaseException:
             self.abort()
@@ -364,6 +370,88 @@ class _NpzSink:
         self.file.close()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.tmp)
+
+
+def load_npz(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read back the ``.npz`` that ``kimi-k3-rs preprocess --output OUT.npz`` writes.
+
+    The archive holds ``pixel_values`` (float32, float16, or bfloat16 stored as its
+    ``uint16`` bit patterns, since numpy has no bfloat16), ``grid_thws``, ``paths``
+    and ``dtype``, a 0-d string array naming pixel_values' dtype (``"float32"``,
+    ``"float16"`` or ``"bfloat16"``), which is what tells bfloat16 bits from
+    integers. The file is read with ``allow_pickle=False`` and closed on return.
+
+    Args:
+        path: the ``.npz`` file.
+
+    Returns:
+        ``{"pixel_values", "grid_thws", "paths", "dtype"}``: ``pixel_values``
+        ``[n_patches, 3, ps, ps]`` as :func:`kimi_k3_rs.preprocess` gives it for that
+        dtype: float32, float16, or ``ml_dtypes.bfloat16`` when ml_dtypes is installed
+        (else the ``uint16`` bits; ``a.view(np.uint16).astype(np.uint32) << 16`` viewed
+        as float32 widens them exactly, and
+        ``torch.from_numpy(a.view(np.uint16)).view(torch.bfloat16)`` makes the tensor
+        a model takes); ``grid_thws`` int64 ``[n_images, 3]`` (t, h, w in patches,
+        ``pixel_values`` holding ``t * h * w`` patches per image, in order);
+        ``paths`` a list of the ``n_images`` paths as given or found (str);
+        ``dtype`` the dtype's name (str).
+
+    Raises:
+        OSError: the file cannot be read.
+        ValueError: naming the file: it is not an npz archive; an entry is missing;
+            ``dtype`` is not one of the three names, or ``pixel_values`` is not stored
+            as that dtype is (float32, float16, uint16); the shapes do not agree
+            (``pixel_values`` not ``[n, 3, ps, ps]``, ``grid_thws`` not int64
+            ``[m, 3]``, ``m`` paths, ``n`` the sum of the grids' products).
+
+    Example (``main`` runs ``kimi-k3-rs preprocess --dtype bfloat16 --output OUT.npz``):
+        >>> import os, tempfile
+        >>> from kimi_k3_rs.cli import load_npz, main
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     out = os.path.join(folder, "rocket.npz")
+        ...     status = main(["preprocess", "--dtype", "bfloat16", "--output", out])
+        ...     archive = load_npz(out)  # doctest: +ELLIPSIS +NORMALIZE_WHITESPACE
+        /...rocket.jpg 640x427 -> 640x427 (padded 644x448) grid 1x32x46 368 tokens ... ms
+        >>> status, archive["dtype"], archive["pixel_values"].shape, archive["grid_thws"].tolist()
+        (0, 'bfloat16', (1472, 3, 14, 14), [[1, 32, 46]])
+    """
+    name = os.fspath(path)
+
+    def bad(why: str) -> ValueError:
+        return ValueError(f"{errors.abbreviate(name, quote=False)}: {why}")
+
+    keys = ("pixel_values", "grid_thws", "paths", "dtype")
+    try:
+        archive = np.load(name, allow_pickle=False)
+        if isinstance(archive, np.lib.npyio.NpzFile):
+            with archive:
+                entries = {k: archive[k] for k in keys if k in archive.files}
+    except (ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise bad("not an npz archive of arrays") from exc
+    if not isinstance(archive, np.lib.npyio.NpzFile):
+        raise bad("not an npz archive (a single .npy array)")
+    missing = [k for k in keys if k not in entries]
+    if missing:
+        raise bad(f"no {', '.join(missing)} entry (kimi-k3-rs preprocess --output OUT.npz writes {', '.join(keys)})")
+    pixel_values, grid_thws, paths, dtype = (entries[k] for k in keys)
+    name_of_dtype = str(dtype) if dtype.ndim == 0 and dtype.dtype.kind == "U" else None
+    if name_of_dtype not in _STORAGE:
+        got = errors.abbreviate(dtype.item() if dtype.ndim == 0 else dtype)
+        raise bad(f"dtype must be a 0-d string array 'float32', 'float16' or 'bfloat16', got {got}")
+    if pixel_values.dtype != _STORAGE[name_of_dtype]:
+        raise bad(f"pixel_values of {name_of_dtype} must be stored as {np.dtype(_STORAGE[name_of_dtype])}, "
+                  f"not {pixel_values.dtype}")
+    if (pixel_values.ndim != 4 or pixel_values.shape[1] != 3 or pixel_values.shape[2] != pixel_values.shape[3]
+            or grid_thws.dtype != np.int64 or grid_thws.ndim != 2 or grid_thws.shape[1] != 3
+            or paths.shape != (len(grid_thws),) or int(np.prod(grid_thws, axis=1).sum()) != len(pixel_values)):
+        raise bad(f"shapes do not agree: pixel_values {pixel_values.dtype}{list(pixel_values.shape)}, "
+                  f"grid_thws {grid_thws.dtype}{list(grid_thws.shape)}, paths {list(paths.shape)}")
+    return {
+        "pixel_values": _from_native(pixel_values, name_of_dtype),
+        "grid_thws": grid_thws,
+        "paths": [str(p) for p in paths.tolist()],
+        "dtype": name_of_dtype,
+    }
 
 
 class _ParquetSink:
