@@ -1172,3 +1172,15 @@ def test_large_rgb_jpeg2000_matches_the_reference():
     for mode in ("RGB", "RGBA"):
         data = encode(Image.fromarray(pixels).convert(mode), "JPEG2000")
         assert_output_matches(kimi_k3_rs.preprocess(data, K3), reference_preprocess(data, K3))
+
+
+def test_the_decoders_self_check_ignores_a_lowered_pillow_limit(monkeypatch):
+    """The per-process self-check decodes its corpus (64x48 and smaller) with Pillow:
+    run first while a caller has lowered ``Image.MAX_IMAGE_PIXELS`` (to 1000), it raised
+    Pillow's DecompressionBombError from the first native decode."""
+    from kimi_k3_rs import native_decode
+
+    monkeypatch.setattr(native_decode, "_paths", None)
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)
+    paths = kimi_k3_rs.decode_path()
+    assert paths["jpeg"].startswith("native: ") and paths["png"].startswith("native: "), paths

@@ -23,7 +23,7 @@ from PIL import Image, ImageFile
 
 from . import _native, errors
 from ._libjpeg import find_pillow_libjpeg
-from .decoding import _check_format, _encoded_source, _open_path
+from .decoding import _check_format, _encoded_source, _open_path, _pixel_limit
 
 __all__ = ["DECODE_ENV", "decode_path"]
 
@@ -121,7 +121,8 @@ def _disagreement(fmt: str) -> tuple[str | None, int]:
             return f"{name} ({errors.abbreviate(exc)})", len(corpus)
         if path != "native":
             return f"{name} (routed to Pillow: {native})", len(corpus)
-        with Image.open(io.BytesIO(data)) as image:
+        # Pillow's own pixel limit, which a caller may have lowered, is no part of the check
+        with _pixel_limit(None), Image.open(io.BytesIO(data)) as image:
             expected = np.asarray(image)
         if native.shape != expected.shape or not np.array_equal(native, expected):
             return name, len(corpus)
