@@ -417,14 +417,26 @@ def load_media_proc_cfg(path: str | os.PathLike[str]) -> dict[str, Any]:
             has no ``media_proc_cfg`` object.
         ValueError: the file is not UTF-8 JSON (``json.JSONDecodeError``, ``UnicodeDecodeError``).
     """
+    inner: dict[str, Any] = _load_preprocessor_config(path)["media_proc_cfg"]
+    return inner
+
+
+def _load_preprocessor_config(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a whole ``preprocessor_config.json`` (the file, or the one in a folder).
+
+    Returns:
+        Its top-level dict, whose ``media_proc_cfg`` is a dict (not yet validated).
+
+    Raises:
+        As :func:`load_media_proc_cfg`.
+    """
     path = os.fspath(path)
     if os.path.isdir(path):
         path = os.path.join(path, "preprocessor_config.json")
     data = json.loads(_read_config_file(path).decode("utf-8"))
-    inner = data.get("media_proc_cfg") if isinstance(data, dict) else None
-    if not isinstance(inner, dict):
+    if not isinstance(data, dict) or not isinstance(data.get("media_proc_cfg"), dict):
         raise errors.no_media_proc_cfg_in(path)
-    return inner
+    return data
 
 
 def resolve_pillow_compat(pillow_compat: Any) -> str:
