@@ -49,6 +49,8 @@ try:
 except Exception:  # noqa: BLE001 - absent or broken
     BaseImageProcessor = ImageBatchFeature = None
 HAS_TRANSFORMERS = BaseImageProcessor is not None
+#: The installed transformers' major version (0 when it is not installed).
+TRANSFORMERS_MAJOR = int(sys.modules["transformers"].__version__.split(".")[0]) if HAS_TRANSFORMERS else 0
 needs_transformers = pytest.mark.skipif(not HAS_TRANSFORMERS, reason="transformers is not installed")
 
 PRESETS = {"k3": K3_CFG, "k25": K25_CFG}
@@ -292,33 +294,317 @@ def test_bad_image_data_keeps_the_checkpoint_text():
 
 
 # ---------------------------------------------------------------------------
-# from_dict / to_dict / to_json_string / repr
+# the checkpoint's classes as far as config and calls go (the oracle of the tests below)
+# ---------------------------------------------------------------------------
+
+#: A K2.5 config as written with its ``null`` keys left out: the K2.5 checkpoint's class
+#: takes it (its ``__init__`` reads only ``temporal_merge_kernel_size``); its keys alone
+#: do not say K2.5 (no ``in_patch_limit_video``), the class its file names does.
+K25_WITHOUT_NULLS = {key: value for key, value in K25_CFG.items() if value is not None}
+
+CHECKPOINT_NAMES = {"k3": "KimiK3VisionProcessor", "k25": "KimiK25VisionProcessor"}
+AUTO_MAPS = {
+    "k3": {"AutoImageProcessor": "kimi_k3_vision_processing.KimiK3VisionProcessor",
+           "AutoProcessor": "kimi_k3_processor.KimiK3Processor"},
+    "k25": {"AutoImageProcessor": "kimi_k25_vision_processing.KimiK25VisionProcessor",
+            "AutoProcessor": "kimi_k25_processor.KimiK25Processor"},
+}
+
+
+def checkpoint_vision_class(preset):
+    """The checkpoint's ``KimiK3VisionProcessor`` (``kimi_k3_vision_processing.py``) or
+    ``KimiK25VisionProcessor`` (``kimi_k25_vision_processing.py``), transcribed from their
+    definitions for what these tests compare: a ``BaseImageProcessor`` of the installed
+    transformers whose ``__init__(media_proc_cfg, **kwargs)`` hands ``kwargs`` to
+    ``BaseImageProcessor.__init__`` and keeps ``media_proc_cfg`` (K2.5 also
+    ``num_frames_per_chunk = media_proc_cfg["temporal_merge_kernel_size"]``); ``__repr__``;
+    ``to_dict`` (transformers' plus ``media_proc_cfg``, less ``media_processor``);
+    ``from_dict`` (``media_proc_cfg`` popped, every other key and keyword to the
+    constructor); ``to_json_string`` (top-level ``tolist``, JSON sorted, indent 2, a
+    newline). ``__call__`` and ``from_pretrained`` are transformers' own, inherited.
+    ``preprocess`` has the checkpoint's signature and returns what it was given, so a
+    call shows what transformers' ``__call__`` passes on."""
+    name = CHECKPOINT_NAMES[preset]
+    k25 = preset == "k25"
+
+    class Checkpoint(BaseImageProcessor):
+        model_type = "kimi_k25" if k25 else "kimi_k3"
+
+        def __init__(self, media_proc_cfg, **kwargs):
+            super().__init__(**kwargs)
+            self.media_proc_cfg = media_proc_cfg
+            if k25:
+                self.num_frames_per_chunk = media_proc_cfg["temporal_merge_kernel_size"]
+
+        def preprocess(self, medias, return_tensors=None):
+            return {"medias": medias, "return_tensors": return_tensors}
+
+        def __repr__(self):
+            return f"{name}(media_proc_cfg={self.media_proc_cfg})"
+
+        def to_dict(self):
+            output = super().to_dict()
+            output["media_proc_cfg"] = self.media_proc_cfg
+            output.pop("media_processor", None)
+            return output
+
+        @classmethod
+        def from_dict(cls, config_dict, **kwargs):
+            config = config_dict.copy()
+            media_proc_cfg = config.pop("media_proc_cfg", {})
+            return cls(media_proc_cfg=media_proc_cfg, **config, **kwargs)
+
+        def to_json_string(self):
+            dictionary = self.to_dict()
+            for key, value in dictionary.items():
+                if hasattr(value, "tolist"):
+                    dictionary[key] = value.tolist()
+            return json.dumps(dictionary, indent=2, sort_keys=True) + "\n"
+
+    Checkpoint.__name__ = Checkpoint.__qualname__ = name
+    for attr, member in vars(Checkpoint).items():  # messages name KimiK3VisionProcessor.preprocess()
+        if callable(member):
+            member.__qualname__ = f"{name}.{attr}"
+    return Checkpoint
+
+
+def attributes(processor):
+    """What a processor holds beside its config, as the checkpoint's: ``__dict__`` less
+    ``media_proc_cfg`` (the checkpoint's) or the processor's own attributes (ours)."""
+    own = {"media_proc_cfg", *hf._OWN_ATTRIBUTES}
+    return {key: value for key, value in vars(processor).items() if key not in own}
+
+
+def assert_same_processor(ours, checkpoint):
+    """``ours`` is what ``checkpoint`` is: the same ``to_dict``, ``to_json_string``,
+    ``repr``, attributes (``num_frames_per_chunk``, ``_processor_class``, the kept keys)."""
+    assert ours.to_dict() == checkpoint.to_dict()
+    assert ours.to_json_string() == checkpoint.to_json_string()
+    assert repr(ours) == repr(checkpoint)
+    assert attributes(ours) == attributes(checkpoint)
+    assert ours.model_type == checkpoint.model_type and ours.media_proc_cfg == checkpoint.media_proc_cfg
+
+
+def checkpoint_states(preset):
+    """Checkpoint processors as users hold them: (id, processor). Built new; loaded from
+    the published file (``auto_map``, ``processor_class`` beside ``media_proc_cfg``);
+    loaded with transformers-style keys, ``None`` among them (which transformers 5's
+    ``to_dict`` leaves out, 4.x keeps); with an attribute set afterwards; and, for K2.5,
+    from a config whose keys alone do not say K2.5."""
+    ckpt = checkpoint_vision_class(preset)
+    spec = PRESETS[preset]
+    published = ckpt.from_dict({"auto_map": AUTO_MAPS[preset], "media_proc_cfg": spec,
+                                "processor_class": AUTO_MAPS[preset]["AutoProcessor"].split(".")[1]})
+    keyed = ckpt.from_dict({"media_proc_cfg": spec, "do_resize": True, "size": {"height": 28}, "resample": None,
+                            "feature_extractor_type": "old"}, note=[1, 2])
+    later = ckpt(spec)
+    later.chat_note = {"set": "afterwards"}
+    states = [("new", ckpt(spec)), ("published file", published), ("transformers keys", keyed),
+              ("set afterwards", later)]
+    if preset == "k25":
+        states.append(("K2.5 config without its null keys", ckpt(K25_WITHOUT_NULLS)))
+    return states
+
+
+# ---------------------------------------------------------------------------
+# processor(images, ...): transformers' BaseImageProcessor.__call__, as the checkpoint's
+# ---------------------------------------------------------------------------
+
+CALLS = {
+    "images=": ((), {"images": "IMAGES", "return_tensors": "np"}),
+    "positional": (("IMAGES",), {"return_tensors": "np"}),
+    "one image": (("IMAGE",), {"return_tensors": "np"}),
+    "return_tensors positional": (("IMAGES", "np"), {}),  # 5.x passes it on, 4.x refuses
+    "three positional": (("IMAGES", "np", "pt"), {}),
+    "medias=": ((), {"medias": "IMAGES", "return_tensors": "np"}),
+    "no images": ((), {"return_tensors": "np"}),
+    "an unknown keyword": (("IMAGES",), {"return_tensors": "np", "do_resize": True}),
+    "an empty list": (([],), {"return_tensors": "np"}),
+}
+
+
+def call_values(args, kwargs):
+    """``CALLS``' placeholders as images (a fresh list each time)."""
+    images = [noise(60, 40, "RGB", 1), alpha_pattern_rgba(33, 90, 2)]
+    value = {"IMAGES": images, "IMAGE": images[0]}
+    return ([value.get(a, a) if isinstance(a, str) else a for a in args],
+            {k: value.get(v, v) if isinstance(v, str) else v for k, v in kwargs.items()})
+
+
+def outcome_text(call, name):
+    """``("ok", result)`` or ``("raised", class, message with the class name as ours)``."""
+    try:
+        return "ok", call()
+    except Exception as exc:  # noqa: BLE001 - the class and message are compared
+        return "raised", type(exc), str(exc).replace(name, "KimiK3VisionProcessor")
+
+
+@needs_transformers
+@pytest.mark.parametrize("preset", ["k3", "k25"])
+@pytest.mark.parametrize("call", list(CALLS))
+def test_call_is_transformers_call_as_the_checkpoints(preset, call):
+    """``processor(...)`` passes to ``preprocess`` what the checkpoint's does, or raises
+    its error, under the installed transformers (4.x or 5.x): ``images=`` works (it
+    raised ``TypeError: ... unexpected keyword argument 'images'``)."""
+    ours = kimi_k3_rs.KimiK3VisionProcessor(PRESETS[preset])
+    checkpoint = checkpoint_vision_class(preset)(PRESETS[preset])
+    args, kwargs = call_values(*CALLS[call])
+    want = outcome_text(lambda: checkpoint(*args, **kwargs), CHECKPOINT_NAMES[preset])
+    got = outcome_text(lambda: ours(*args, **kwargs), CHECKPOINT_NAMES[preset])
+    assert got[0] == want[0], (got, want)
+    if want[0] == "raised":
+        assert got[1:] == want[1:]
+        return
+    given = want[1]
+    expected = ours.preprocess(given["medias"], return_tensors=given["return_tensors"])
+    assert type(got[1]) is type(expected) and set(got[1].keys()) == set(expected.keys())
+    for key in expected:
+        assert_bit_equal(got[1][key], expected[key], key)
+    if call == "images=":  # the pixels are preprocess's, which are the reference's
+        assert_bit_equal(got[1]["pixel_values"],
+                         kimi_k3_rs.preprocess(args[0] if args else kwargs["images"], PRESETS[preset])["pixel_values"])
+
+
+def test_call_without_transformers_is_transformers_5s():
+    """The class without transformers (``kimi_k3_rs.hf``'s, which ``kimi_k3_rs``
+    resolves to when transformers cannot be imported) calls as transformers 5 does:
+    ``preprocess(images, *args, **kwargs)``."""
+    processor = hf.KimiK3VisionProcessor(K3_CFG)
+    images = [noise(60, 40, "RGB", 1), alpha_pattern_rgba(33, 90, 2)]
+    want = kimi_k3_rs.preprocess(images, K3_CFG)
+    for out in (processor(images=images, return_tensors="np"), processor(images, "np"),
+                processor(images, return_tensors="np")):
+        assert_bit_equal(out["pixel_values"], want["pixel_values"])
+        assert_bit_equal(out["grid_thws"], want["grid_thws"], "grid_thws")
+    assert_bit_equal(processor(images[0], return_tensors="np")["grid_thws"], want["grid_thws"][:1], "grid_thws")
+    with pytest.raises(TypeError, match="'images'"):
+        processor(medias=images)
+    with pytest.raises(TypeError, match=exact("KimiK3VisionProcessor.preprocess() got an unexpected keyword "
+                                              "argument 'do_resize'")):
+        processor(images, return_tensors="np", do_resize=True)
+
+
+# ---------------------------------------------------------------------------
+# from_dict / from_pretrained / to_dict / to_json_string / repr, against the checkpoint's
 # ---------------------------------------------------------------------------
 
 
+@needs_transformers
 @pytest.mark.parametrize("preset", ["k3", "k25"])
-def test_dict_round_trip(preset):
+def test_checkpoint_to_dict_loads_and_round_trips(preset, tmp_path):
+    """Every checkpoint state's ``to_dict()`` loads through our ``from_dict``, its
+    ``to_json_string()`` through our ``from_pretrained``, and gives what the
+    checkpoint's own ``from_dict`` / ``from_pretrained`` give; ours writes back what the
+    checkpoint writes, and the checkpoint loads ours. (K2.5's ``to_dict`` holds
+    ``num_frames_per_chunk``, 4.x's ``_processor_class``: both were refused.)"""
+    public = kimi_k3_rs.KimiK3VisionProcessor
+    for state, checkpoint in checkpoint_states(preset):
+        ckpt_class = type(checkpoint)
+        # from_dict of the checkpoint's to_dict
+        ours = public.from_dict(checkpoint.to_dict())
+        assert_same_processor(ours, ckpt_class.from_dict(checkpoint.to_dict()))
+        # from_pretrained of the checkpoint's to_json_string
+        folder = tmp_path / preset / state.replace(" ", "_")
+        folder.mkdir(parents=True)
+        (folder / "preprocessor_config.json").write_text(checkpoint.to_json_string())
+        ours = public.from_pretrained(folder)
+        assert_same_processor(ours, ckpt_class.from_pretrained(folder))
+        # our output, read back by the checkpoint and by us
+        assert_same_processor(ours, ckpt_class.from_dict(ours.to_dict()))
+        assert_same_processor(public.from_dict(json.loads(ours.to_json_string())),
+                              ckpt_class.from_dict(json.loads(ours.to_json_string())))
+        ours.save_pretrained(tmp_path / "saved" / preset / state.replace(" ", "_"))
+        assert_same_processor(public.from_pretrained(tmp_path / "saved" / preset / state.replace(" ", "_")),
+                              ckpt_class.from_pretrained(tmp_path / "saved" / preset / state.replace(" ", "_")))
+        # and it is the same processor: same config, same pixels
+        assert ours.media_proc_cfg == checkpoint.media_proc_cfg
+
+
+@needs_transformers
+@pytest.mark.parametrize("preset", ["k3", "k25"])
+def test_new_processor_is_the_checkpoints(preset):
+    """A processor built from the config alone: ``to_dict`` / ``to_json_string`` /
+    ``repr`` / attributes as the checkpoint's under the installed transformers (4.x:
+    ``_processor_class: None`` in both; K2.5: ``num_frames_per_chunk``); keywords beside
+    the config are kept as attributes, as the checkpoint keeps them."""
+    checkpoint = checkpoint_vision_class(preset)
     spec = PRESETS[preset]
-    name = "KimiK3VisionProcessor" if preset == "k3" else "KimiK25VisionProcessor"
-    processor = kimi_k3_rs.KimiK3VisionProcessor(spec)
-    assert processor.to_dict() == {"image_processor_type": name, "media_proc_cfg": spec}
+    assert_same_processor(kimi_k3_rs.KimiK3VisionProcessor(spec), checkpoint(spec))
+    kept = {"do_resize": True, "size": 3, "processor_class": "KimiK3Processor", "note": None}
+    assert_same_processor(kimi_k3_rs.KimiK3VisionProcessor(spec, **kept), checkpoint(spec, **kept))
+    assert_same_processor(kimi_k3_rs.KimiK3VisionProcessor.from_dict({"media_proc_cfg": spec}, **kept),
+                          checkpoint.from_dict({"media_proc_cfg": spec}, **kept))
+    # a name transformers' class holds: 4.x's read-only is_fast cannot be set (AttributeError
+    # in both), 5.x has none and keeps it
+    want = outcome(lambda: checkpoint(spec, is_fast=True))
+    got = outcome(lambda: kimi_k3_rs.KimiK3VisionProcessor(spec, is_fast=True))
+    assert got[0] == want[0] == ("raised" if TRANSFORMERS_MAJOR == 4 else "ok")
+    if want[0] == "ok":
+        assert_same_processor(got[1], want[1])
+    else:
+        assert got[1] is want[1] is AttributeError
+
+
+@needs_transformers
+def test_k25_processor_reprs_as_the_checkpoints():
+    """A K2.5 processor reprs as ``KimiK25VisionProcessor(...)`` and acts as K2.5 when
+    its config file names K2.5's class (``image_processor_type``, written by the
+    checkpoint's ``to_dict``; ``auto_map``, in the published file), whatever keys the
+    config has (a K2.5 config written without its null keys reprd as K3's)."""
+    checkpoint = checkpoint_vision_class("k25")(K25_WITHOUT_NULLS)
+    for config_dict in (checkpoint.to_dict(), {"auto_map": AUTO_MAPS["k25"], "media_proc_cfg": K25_WITHOUT_NULLS}):
+        ours = kimi_k3_rs.KimiK3VisionProcessor.from_dict(config_dict)
+        assert repr(ours) == repr(checkpoint) == f"KimiK25VisionProcessor(media_proc_cfg={K25_WITHOUT_NULLS})"
+        assert ours.model_type == "kimi_k25" and ours.num_frames_per_chunk == 4
+        assert ours.to_dict()["image_processor_type"] == "KimiK25VisionProcessor"
+        chunk = {"type": "video_chunk", "video_chunk": [noise(64, 48)]}
+        with pytest.raises(kimi_k3_rs.ConfigError, match="has no video keys"):  # K2.5's chunk keys are missing
+            ours.media_tokens_calculator(chunk)
+    # the config alone goes by its keys; K3's class named in the file wins over them
+    assert repr(kimi_k3_rs.KimiK3VisionProcessor(K25_WITHOUT_NULLS)).startswith("KimiK3VisionProcessor(")
+    named_k3 = kimi_k3_rs.KimiK3VisionProcessor.from_dict({"auto_map": AUTO_MAPS["k3"], "media_proc_cfg": K25_CFG})
+    assert repr(named_k3) == f"KimiK3VisionProcessor(media_proc_cfg={K25_CFG})"
+    assert not hasattr(named_k3, "num_frames_per_chunk")
+
+
+@pytest.mark.parametrize("cls", ["public", "without transformers"])
+@pytest.mark.parametrize("preset", ["k3", "k25"])
+def test_dict_round_trip(preset, cls):
+    """``to_dict`` / ``to_json_string`` / ``from_dict`` of ours, with transformers or
+    without (the class without it keeps keys as attributes and drops
+    ``processor_class``, as transformers 5); the options go to the constructor, not to
+    ``to_dict``; names of our own members are refused."""
+    cls = kimi_k3_rs.KimiK3VisionProcessor if cls == "public" else hf.KimiK3VisionProcessor
+    spec = PRESETS[preset]
+    name = CHECKPOINT_NAMES[preset]
+    transformers_4 = cls is not hf.KimiK3VisionProcessor and TRANSFORMERS_MAJOR == 4
+    base = {"_processor_class": None} if transformers_4 else {}
+    k25 = {"num_frames_per_chunk": 4} if preset == "k25" else {}
+    processor = cls(spec)
+    assert processor.to_dict() == {**base, "image_processor_type": name, "media_proc_cfg": spec, **k25}
     text = processor.to_json_string()
     assert text.endswith("\n") and json.loads(text) == processor.to_dict()
     assert text == json.dumps(processor.to_dict(), indent=2, sort_keys=True) + "\n"
     assert repr(processor) == f"{name}(media_proc_cfg={spec})"
-    checkpoint_file = {"auto_map": {"AutoImageProcessor": "kimi_k3_vision_processing.KimiK3VisionProcessor"},
-                       "processor_class": "KimiK3Processor", **processor.to_dict()}
-    again = kimi_k3_rs.KimiK3VisionProcessor.from_dict(checkpoint_file)
-    assert type(again) is kimi_k3_rs.KimiK3VisionProcessor and again.media_proc_cfg == spec
-    half = kimi_k3_rs.KimiK3VisionProcessor.from_dict({"media_proc_cfg": spec, "dtype": "float16"}, num_threads=2)
+    checkpoint_file = {"auto_map": AUTO_MAPS[preset], "processor_class": "KimiK3Processor",
+                       "num_frames_per_chunk": 99, **processor.to_dict()}
+    again = cls.from_dict(checkpoint_file, do_resize=True)
+    assert type(again) is cls and again.media_proc_cfg == spec
+    # 4.x: processor_class is kept as _processor_class, then the dict's own _processor_class
+    # (None) is set over it; K2.5 sets num_frames_per_chunk from the config: as the checkpoint's
+    assert again.to_dict() == {**base, "auto_map": AUTO_MAPS[preset], "do_resize": True, "image_processor_type": name,
+                               "media_proc_cfg": spec, "num_frames_per_chunk": 4 if k25 else 99}
+    assert again.do_resize is True and again.auto_map == AUTO_MAPS[preset]
+    half = cls.from_dict({"media_proc_cfg": spec, "dtype": "float16", "num_threads": 1}, num_threads=2)
     assert half.options.dtype == "float16" and half.options.num_threads == 2
-    for bad in ({"media_proc_cfg": spec, "do_resize": True}, {"media_proc_cfg": spec, "model_type": "kimi_k3"}):
-        with pytest.raises(TypeError, match="unexpected keyword arguments"):
-            kimi_k3_rs.KimiK3VisionProcessor.from_dict(bad)
-    with pytest.raises(TypeError, match="'size'"):
-        kimi_k3_rs.KimiK3VisionProcessor.from_dict({"media_proc_cfg": spec}, size=3)
+    assert "dtype" not in half.to_dict() and "num_threads" not in half.to_dict()
+    # names of our own members are not kept (the checkpoint's class would shadow them)
+    for own in ("model_type", "config", "options", "_flavour", "preprocess", "__class__"):
+        with pytest.raises(TypeError, match=exact(f"KimiK3VisionProcessor.__init__() got an unexpected keyword "
+                                                  f"argument '{own}'")):
+            cls.from_dict({"media_proc_cfg": spec, own: 1})
     with pytest.raises(ValueError, match="missing deferred-preprocessing config"):
-        kimi_k3_rs.KimiK3VisionProcessor.from_dict({})
+        cls.from_dict({})
 
 
 # ---------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import hashlib
 import io
 import multiprocessing
 import pickle
+import sys
 
 import kimi_k3_rs
 import numpy as np
@@ -140,6 +141,36 @@ def test_processor(processor):
     # a deep copy is independent: the copied processor's dict is its own
     deep = copy.deepcopy(processor)
     assert deep._media_proc_cfg is not processor._media_proc_cfg
+
+
+def test_processor_keeps_the_checkpoints_attributes():
+    """The attributes a processor keeps as the checkpoint's class does (the keys of the
+    checkpoint's ``to_dict()``: K2.5's ``num_frames_per_chunk``, ``auto_map``, any other;
+    one set afterwards) survive every pickle and copy, as in the checkpoint's (which
+    pickles its ``__dict__``), and ``to_dict`` / ``from_dict`` after it; the K2.5 class
+    the dict names stays K2.5's."""
+    config = dict(kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG)
+    del config["in_patch_limit_video"]  # the keys alone would say K3
+    checkpoint_dict = {"image_processor_type": "KimiK25VisionProcessor", "media_proc_cfg": config,
+                       "num_frames_per_chunk": 4, "auto_map": {"AutoImageProcessor": "m.KimiK25VisionProcessor"},
+                       "do_resize": True, "size": {"height": 28}}
+    processor = kimi_k3_rs.KimiK3VisionProcessor.from_dict(checkpoint_dict, dtype="bfloat16")
+    processor.note = ["set", "afterwards"]
+    want = {**checkpoint_dict, "note": ["set", "afterwards"]}
+    if kimi_k3_rs.KimiK3VisionProcessor._image_processor_base.__module__.startswith("transformers") and \
+            sys.modules["transformers"].__version__.startswith("4."):
+        want["_processor_class"] = None  # transformers 4.x keeps it, as the checkpoint's
+    assert processor.to_dict() == want
+    for how, copied in round_trips(processor):
+        assert copied.to_dict() == want, how
+        assert (copied.num_frames_per_chunk, copied.note, copied.do_resize) == (4, ["set", "afterwards"], True), how
+        assert repr(copied) == f"KimiK25VisionProcessor(media_proc_cfg={config})", how
+        assert copied.options == processor.options, how
+        assert kimi_k3_rs.KimiK3VisionProcessor.from_dict(copied.to_dict()).to_dict() == want, how
+    # a copy's kept attributes are its own
+    deep = copy.deepcopy(processor)
+    deep.note.append("x")
+    assert processor.note == ["set", "afterwards"]
 
 
 EXCEPTIONS = [

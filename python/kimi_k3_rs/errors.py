@@ -375,12 +375,12 @@ def no_mecord() -> ImportError:
     )
 
 
-def unknown_config_keys(names: list[str]) -> TypeError:
-    """``KimiK3VisionProcessor.from_dict``: keys that are neither options nor ignored ones."""
-    return TypeError(
-        "KimiK3VisionProcessor.from_dict() got unexpected keyword arguments: "
-        + ", ".join(abbreviate(name) for name in names)
-    )
+def own_member_as_attribute(name: str) -> TypeError:
+    """``KimiK3VisionProcessor(..., **kwargs)`` (and ``from_dict`` / ``from_pretrained``):
+    a keyword the checkpoint's class would keep as an attribute, named like one of the
+    processor's own members (``config``, ``options``, ``model_type``, a method), which it
+    cannot keep; in Python's words for an unknown keyword."""
+    return TypeError(f"KimiK3VisionProcessor.__init__() got an unexpected keyword argument {abbreviate(name)}")
 
 
 def not_found_and_no_hub(path: str) -> FileNotFoundError:

@@ -27,7 +27,7 @@ import copy
 import json
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from PIL import Image
@@ -38,17 +38,21 @@ from .config import (
     MediaProcConfig,
     TransparentBgConfig,
     _ByConstructor,
-    load_media_proc_cfg,
+    _load_preprocessor_config,
 )
 from .decoding import _header_size
 from .hf_outputs import _batch_feature, _to_tensors
 from .hf_resize import _resize_and_pad
-from .hf_video import _chunk_resize_config, _flavour, _split_video_chunks
+from .hf_video import (
+    _CHECKPOINT_CLASSES,
+    _chunk_resize_config,
+    _flavour,
+    _split_video_chunks,
+)
 from .hub import (
     PREPROCESSOR_CONFIG_NAME,
     _jsonable,
     _resolve_config_path,
-    _split_config_dict,
     _write_config,
 )
 from .inputs import _as_list
@@ -61,8 +65,39 @@ from .sizing import _resize_dict
 
 __all__ = ["PREPROCESSOR_CONFIG_NAME", "KimiK3VisionProcessor"]
 
-#: Per flavour: the checkpoint's class name and ``model_type``.
-_CHECKPOINT_CLASSES = {"kimi_k3": "KimiK3VisionProcessor", "kimi_k25": "KimiK25VisionProcessor"}
+#: The attributes the processor sets for itself; every other attribute is one the
+#: checkpoint's class keeps too (a keyword of the constructor beyond its own, K2.5's
+#: ``num_frames_per_chunk``, what transformers sets), written by ``to_dict``.
+_OWN_ATTRIBUTES = ("config", "_media_proc_cfg", "options", "_flavour")
+
+
+class _ImageProcessorStandIn:
+    """What the checkpoint's class inherits from transformers' ``BaseImageProcessor``,
+    for :class:`KimiK3VisionProcessor` without transformers (the public class with
+    transformers calls ``BaseImageProcessor``'s own: see
+    ``KimiK3VisionProcessor._image_processor_base``).
+
+    As transformers 5's ``ImageProcessingMixin`` / ``BaseImageProcessor``: the
+    constructor keeps its keyword arguments as attributes, but ``processor_class`` and
+    ``feature_extractor_type``, which it drops; ``to_dict`` is a deep copy of the
+    instance's attributes plus ``image_processor_type`` (the class name); a call is
+    ``self.preprocess(images, *args, **kwargs)``. Never instantiated: the processor
+    calls these functions with itself as ``self``.
+    """
+
+    def __init__(self: Any, **kwargs: Any) -> None:
+        kwargs.pop("feature_extractor_type", None)
+        kwargs.pop("processor_class", None)
+        for key, value in kwargs.items():
+            setattr(self, key, value)
+
+    def to_dict(self: Any) -> dict[str, Any]:
+        output: dict[str, Any] = copy.deepcopy(self.__dict__)
+        output["image_processor_type"] = type(self).__name__
+        return output
+
+    def __call__(self: Any, images: Any, *args: Any, **kwargs: Any) -> Any:
+        return self.preprocess(images, *args, **kwargs)
 
 
 class KimiK3VisionProcessor(_ByConstructor):
@@ -82,23 +117,50 @@ class KimiK3VisionProcessor(_ByConstructor):
     The config is validated once, here; ``media_proc_cfg`` returns a fresh copy of it
     on every access, so mutating that copy never changes what the processor does.
 
+    Other keywords are kept as attributes, as the checkpoint's class keeps them
+    (transformers' ``BaseImageProcessor.__init__``: so the keys of a
+    ``preprocessor_config.json`` or of the checkpoint's ``to_dict()``, such as
+    ``auto_map``, ``image_processor_type`` and K2.5's ``num_frames_per_chunk``, load
+    through :meth:`from_dict` and :meth:`from_pretrained`), and :meth:`to_dict` writes
+    them back. With transformers 4.x, ``processor_class`` is kept as
+    ``_processor_class`` (``None`` when not given), as 4.x keeps it; with 5.x and
+    without transformers it is dropped. As the K2.5 checkpoint's, a K2.5 processor sets
+    ``num_frames_per_chunk`` to the config's ``temporal_merge_kernel_size`` (where the
+    checkpoint raises ``KeyError`` for a config without that key, ours sets none).
+
     Args:
         media_proc_cfg: the checkpoint's ``media_proc_cfg`` dict; validated here.
-        pillow_compat: ``"auto"``, ``"12"`` or ``"13"`` (see :func:`preprocess`).
+        pillow_compat: ``"auto"``, ``"12"``, ``"12.2"`` or ``"13"`` (see :func:`preprocess`).
         exif_transpose: apply EXIF orientation to PIL and decoded images (default
             False, as the checkpoint; see :func:`preprocess`).
         dtype, num_threads, max_image_pixels, max_decoded_bytes, allowed_formats: as
             :func:`preprocess`, for every call.
+        attributes: kept as attributes (see above); ``image_processor_type`` or
+            ``auto_map["AutoImageProcessor"]`` naming one of the two checkpoints'
+            classes decides which one the processor acts as.
 
-    Pickling and ``copy.copy``: the constructor's arguments (the ``media_proc_cfg`` dict
-    and the options), and a load builds the processor through the constructor, so a
-    damaged or crafted pickle raises what the constructor raises; attributes set on the
-    instance afterwards are not kept.
+    Pickling and ``copy.copy``: the constructor's arguments (the ``media_proc_cfg``
+    dict, the options and the kept attributes, including those set on the instance
+    afterwards, as the checkpoint's pickle holds them), and a load builds the processor
+    through the constructor, so a damaged or crafted pickle raises what the
+    constructor raises.
 
     Raises:
         ValueError / TypeError: as :meth:`MediaProcConfig.from_dict` and the options
             of :func:`preprocess`.
+        TypeError: an attribute named like one of the processor's own members
+            (``config``, ``options``, ``model_type``, a method; where the checkpoint
+            would shadow its member, ours refuses):
+            ``KimiK3VisionProcessor.__init__() got an unexpected keyword argument 'config'``.
+        AttributeError: transformers' own, for an attribute it cannot set (a
+            read-only property of ``BaseImageProcessor``), as the checkpoint's.
     """
+
+    #: Where the ``__init__`` (keywords kept as attributes), ``to_dict`` and
+    #: ``__call__`` that the checkpoint's class inherits come from: transformers'
+    #: ``BaseImageProcessor`` in the public class (so they behave as the installed
+    #: transformers' do, 4.x or 5.x), :class:`_ImageProcessorStandIn` in this one.
+    _image_processor_base: ClassVar[type[Any]] = _ImageProcessorStandIn
 
     def __init__(
         self,
@@ -111,18 +173,30 @@ class KimiK3VisionProcessor(_ByConstructor):
         max_image_pixels: int | None = DEFAULT_MAX_IMAGE_PIXELS,
         max_decoded_bytes: int | None = DEFAULT_MAX_DECODED_BYTES,
         allowed_formats: Sequence[str] | None = None,
+        **attributes: Any,
     ) -> None:
-        super().__init__()  # BaseImageProcessor's, in the transformers subclass
+        for name in attributes:
+            if name in _OWN_ATTRIBUTES or hasattr(KimiK3VisionProcessor, name):
+                raise errors.own_member_as_attribute(name)
         self.config = MediaProcConfig.from_dict(media_proc_cfg)
         self._media_proc_cfg: dict[str, Any] = copy.deepcopy(dict(media_proc_cfg))
         self.options = _Options.make(
             pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels, max_decoded_bytes, allowed_formats
         )
-        self._flavour = _flavour(self._media_proc_cfg)
+        self._flavour = _flavour(self._media_proc_cfg, attributes)
+        # after the processor's own (transformers' error for an attribute it cannot set
+        # shows the processor's repr)
+        self._image_processor_base.__init__(self, **attributes)
+        if self._flavour == "kimi_k25" and "temporal_merge_kernel_size" in self._media_proc_cfg:
+            self.num_frames_per_chunk = copy.deepcopy(self._media_proc_cfg["temporal_merge_kernel_size"])
+
+    def _attributes(self) -> dict[str, Any]:
+        """The kept attributes (every one but :data:`_OWN_ATTRIBUTES`), by name."""
+        return {key: value for key, value in self.__dict__.items() if key not in _OWN_ATTRIBUTES}
 
     def _constructor_kwargs(self) -> dict[str, Any]:
         """The constructor's arguments that give this processor (what it pickles as)."""
-        return {"media_proc_cfg": self._media_proc_cfg, **self.options._constructor_kwargs()}
+        return {"media_proc_cfg": self._media_proc_cfg, **self._attributes(), **self.options._constructor_kwargs()}
 
     def __deepcopy__(self, memo: dict[int, Any]) -> KimiK3VisionProcessor:
         """A deep copy (``ProcessorMixin.to_dict`` / ``__repr__`` deep-copy their parts):
@@ -147,7 +221,7 @@ class KimiK3VisionProcessor(_ByConstructor):
 
     @property
     def pillow_compat(self) -> str:
-        """The resolved pass order, ``"12"`` or ``"13"``."""
+        """The resolved pass order, ``"12"``, ``"12.2"`` or ``"13"``."""
         return self.options.compat
 
     @property
@@ -221,8 +295,10 @@ class KimiK3VisionProcessor(_ByConstructor):
         Raises:
             ValueError: ``Unsupported type: {type}`` for another media type (K3: anything
                 but ``image``); the side-limit text (:class:`KimiK3Error`).
-            KeyError: no ``"type"`` / ``"image"`` / ``"video_chunk"`` key, or (chunks) a
-                video key of the config, as in the checkpoint.
+            KeyError: no ``"type"`` / ``"image"`` / ``"video_chunk"`` key, as in the
+                checkpoint.
+            ConfigError: (chunks) the config lacks one of the six K2.5 video keys (the
+                checkpoint raises ``KeyError`` for those its sizing reads).
             IndexError: an empty chunk.
             ValueError / TypeError: as :func:`preprocess` for image data it cannot size.
         """
@@ -327,7 +403,24 @@ class KimiK3VisionProcessor(_ByConstructor):
             _to_tensors({"pixel_values": pixel_values, "grid_thws": grid_thws}, return_tensors)
         )
 
-    __call__ = preprocess
+    def __call__(self, *args: Any, **kwargs: Any) -> Mapping[str, Any]:
+        """``processor(images, ...)``: transformers' ``BaseImageProcessor.__call__``, which
+        the checkpoint's class keeps, so ``processor(images=[image],
+        return_tensors="np")`` is ``processor.preprocess([image], return_tensors="np")``.
+
+        The arguments go to the installed transformers' own ``__call__``, which checks
+        them: 4.x's ``__call__(images, **kwargs)`` (a second positional argument is a
+        ``TypeError``), 5.x's ``__call__(images, *args, **kwargs)``; both call
+        ``self.preprocess(images, ...)``. Without transformers, as 5.x. See
+        :meth:`preprocess` for the arguments, the result and the errors.
+
+        Raises:
+            TypeError: no ``images`` (``medias=`` is :meth:`preprocess`'s name, not the
+                call's), or arguments :meth:`preprocess` does not take (transformers'
+                messages).
+        """
+        result: Mapping[str, Any] = self._image_processor_base.__call__(self, *args, **kwargs)
+        return result
 
     # --- video (K2.5) ------------------------------------------------------------------
 
@@ -368,11 +461,14 @@ class KimiK3VisionProcessor(_ByConstructor):
         token: str | bool | None = None,
         local_files_only: bool = False,
         subfolder: str | None = None,
-        **options: Any,
+        **kwargs: Any,
     ) -> KimiK3VisionProcessor:
         """Load ``preprocessor_config.json`` from a file, a checkpoint folder or the Hub.
 
-        Only its nested ``media_proc_cfg`` is read; top-level keys beside it are ignored.
+        The file's dict goes through :meth:`from_dict` with ``kwargs``, as transformers'
+        ``from_pretrained`` hands it to the checkpoint's ``from_dict``: its
+        ``media_proc_cfg`` is the config, the keys beside it (``auto_map``, ...) are kept
+        as attributes.
 
         Args:
             path: the JSON file, a folder holding it, or a Hub repo id (``owner/name``,
@@ -382,7 +478,8 @@ class KimiK3VisionProcessor(_ByConstructor):
                 ``huggingface_hub.hf_hub_download`` for a repo id (ignored for a local
                 path).
             subfolder: the config's folder inside the repo or local folder.
-            options: the keyword options of the constructor.
+            kwargs: the keyword options of the constructor, and attributes to keep;
+                they win over the file's keys.
 
         Raises:
             FileNotFoundError: no such file (a local path; or a repo id without
@@ -390,6 +487,8 @@ class KimiK3VisionProcessor(_ByConstructor):
             OSError / ValueError: ``huggingface_hub``'s errors for a repo id (not found,
                 offline without a cached copy, an invalid id).
             ConfigError: the file has no ``media_proc_cfg`` object; bad values.
+            TypeError: as the constructor, for a key named like one of the
+                processor's own members.
         """
         local = _resolve_config_path(
             path,
@@ -399,37 +498,43 @@ class KimiK3VisionProcessor(_ByConstructor):
             local_files_only=local_files_only,
             subfolder=subfolder,
         )
-        return cls(load_media_proc_cfg(local), **options)
+        return cls.from_dict(_load_preprocessor_config(local), **kwargs)
 
     @classmethod
     def from_dict(cls, config_dict: Mapping[str, Any], **kwargs: Any) -> KimiK3VisionProcessor:
         """Build a processor from a ``preprocessor_config.json`` dict, as the checkpoint's ``from_dict``.
 
         ``config_dict["media_proc_cfg"]`` is the config (``{}`` when absent, which fails
-        validation); ``image_processor_type``, ``auto_map`` and ``processor_class`` are
-        accepted and ignored; the constructor's options may be given in the dict or as
-        ``kwargs`` (these win).
+        validation); every other key, and every keyword, goes to the constructor: the
+        constructor's options, or attributes kept as the checkpoint's class keeps them
+        (``image_processor_type``, ``auto_map``, K2.5's ``num_frames_per_chunk``, 4.x's
+        ``_processor_class``, ...), so the checkpoint's ``to_dict()`` loads. A keyword
+        given in both wins over the dict's key (the checkpoint raises ``TypeError``
+        there).
 
         Raises:
-            TypeError: any other key or keyword.
             ValueError / TypeError: as the constructor.
         """
-        media_proc_cfg, options = _split_config_dict(config_dict, kwargs)
-        return cls(media_proc_cfg, **options)
+        config = {**dict(config_dict), **kwargs}
+        media_proc_cfg = config.pop("media_proc_cfg", {})
+        return cls(media_proc_cfg, **config)
 
     def to_dict(self) -> dict[str, Any]:
         """The ``preprocessor_config.json`` content of this processor: the checkpoint's keys.
 
-        ``{"image_processor_type": ..., "media_proc_cfg": {...}}``, as the checkpoint's
-        ``to_dict`` (transformers' ``ImageProcessingMixin.to_dict`` plus
-        ``media_proc_cfg``): ``image_processor_type`` is the checkpoint's class name of
+        As the checkpoint's ``to_dict``: transformers' ``to_dict`` (the installed
+        version's: a deep copy of the kept attributes, see the class docstring; 5.x
+        leaves out those that are ``None``), then ``image_processor_type`` and
+        ``media_proc_cfg``. ``image_processor_type`` is the checkpoint's class name of
         this flavour (``"KimiK3VisionProcessor"`` or ``"KimiK25VisionProcessor"``);
         ``media_proc_cfg`` is the one the processor was built with (unknown keys such as
         the video keys and ``config_type`` included), as JSON types: tuples and numpy
-        arrays become lists, numpy scalars Python numbers. The per-call options
-        (``pillow_compat``, ``exif_transpose``, ``dtype``, ``num_threads``,
-        ``max_image_pixels``) are this library's runtime choices, not part of the
-        checkpoint's config: they are not included; pass them again to
+        arrays become lists, numpy scalars Python numbers. So a new K3 processor gives
+        ``{"image_processor_type", "media_proc_cfg"}`` (and ``"_processor_class":
+        None`` with transformers 4.x), a K2.5 one ``"num_frames_per_chunk"`` too. The
+        per-call options (``pillow_compat``, ``exif_transpose``, ``dtype``,
+        ``num_threads``, ``max_image_pixels``) are this library's runtime choices, not
+        part of the checkpoint's config: they are not included; pass them again to
         :meth:`from_pretrained`.
 
         Returns:
@@ -441,19 +546,25 @@ class KimiK3VisionProcessor(_ByConstructor):
             >>> proc.to_dict()["media_proc_cfg"]["in_patch_limit"], proc.to_dict()["image_processor_type"]
             (65536, 'KimiK3VisionProcessor')
         """
-        return {
-            "image_processor_type": _CHECKPOINT_CLASSES[self._flavour],
-            "media_proc_cfg": _jsonable(self._media_proc_cfg),
-        }
+        output: dict[str, Any] = self._image_processor_base.to_dict(self)
+        for name in _OWN_ATTRIBUTES:
+            output.pop(name, None)
+        output["image_processor_type"] = _CHECKPOINT_CLASSES[self._flavour]
+        output["media_proc_cfg"] = _jsonable(self._media_proc_cfg)
+        output.pop("media_processor", None)
+        return output
 
     def to_json_string(self) -> str:
         """:meth:`to_dict` as the checkpoint's ``to_json_string`` writes it: JSON, indent
-        2, sorted keys, a final newline.
+        2, sorted keys, a final newline; every key as it is (with transformers 4.x,
+        ``_processor_class``, which transformers' own ``to_json_string`` would rename),
+        numpy arrays and scalars as JSON values.
 
         Raises:
-            TypeError: a value of an unknown ``media_proc_cfg`` key cannot be written as JSON.
+            TypeError: a value (of an unknown ``media_proc_cfg`` key, or a kept
+                attribute) cannot be written as JSON.
         """
-        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+        return json.dumps(_jsonable(self.to_dict()), indent=2, sort_keys=True) + "\n"
 
     def __repr__(self) -> str:
         """The checkpoint's ``__repr__``: ``KimiK3VisionProcessor(media_proc_cfg={...})``

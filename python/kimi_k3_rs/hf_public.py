@@ -18,7 +18,9 @@ def _public_class() -> type[KimiK3VisionProcessor]:
 
     When ``transformers.image_processing_utils.BaseImageProcessor`` imports: a subclass
     of :class:`KimiK3VisionProcessor` and of it (this module's methods first, so the
-    checkpoint's behaviour wins over transformers' defaults), named
+    checkpoint's behaviour wins over transformers' defaults; what the checkpoint's class
+    inherits from it, ``__init__``'s kept keywords, ``to_dict`` and ``__call__``, is
+    transformers' own through ``_image_processor_base``), named
     ``kimi_k3_rs.KimiK3VisionProcessor`` (so instances pickle by reference to it).
     Otherwise (not installed, or failing to import): :class:`KimiK3VisionProcessor`.
     """
@@ -34,6 +36,7 @@ def _public_class() -> type[KimiK3VisionProcessor]:
                 "__module__": "kimi_k3_rs",
                 "__qualname__": "KimiK3VisionProcessor",
                 "model_input_names": ["pixel_values", "grid_thws"],
+                "_image_processor_base": BaseImageProcessor,
             }
             _PUBLIC_CLASS = type("KimiK3VisionProcessor", (KimiK3VisionProcessor, BaseImageProcessor), namespace)
     cls: type[KimiK3VisionProcessor] = _PUBLIC_CLASS

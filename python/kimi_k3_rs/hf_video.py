@@ -1,11 +1,11 @@
 """K2.5 in the HF processor: which configs are K2.5's, ``video_chunk`` sizing, ``split_video_chunks``.
 
 Whether :class:`kimi_k3_rs.hf.KimiK3VisionProcessor` acts as K2.5's processor
-(:func:`_flavour`: the config has the keys K2.5's chunk sizing reads), what its
-``get_resize_config`` does for a ``video_chunk`` (:func:`_chunk_resize_config`), and how
-its ``split_video_chunks`` reads a video through ``mecord`` (imported only then) into
-chunk media dicts (:func:`_split_video_chunks`; the frame plan is
-:func:`kimi_k3_rs.video.split_video_plan`).
+(:func:`_flavour`: the class its config file names, else whether the config has the keys
+K2.5's chunk sizing reads), what its ``get_resize_config`` does for a ``video_chunk``
+(:func:`_chunk_resize_config`), and how its ``split_video_chunks`` reads a video through
+``mecord`` (imported only then) into chunk media dicts (:func:`_split_video_chunks`; the
+frame plan is :func:`kimi_k3_rs.video.split_video_plan`).
 """
 
 from __future__ import annotations
@@ -31,9 +31,29 @@ _K25_CHUNK_KEYS = ("sample_fps", "max_num_frames_each_video", "in_patch_limit_ea
 _K3_KEYS = ("transparent_bg_config", "transparent_bg_fill_stage")
 
 
-def _flavour(media_proc_cfg: Mapping[str, Any]) -> str:
-    """``"kimi_k25"`` when the config has every key of K2.5's chunk sizing and no key
-    only K3 reads, else ``"kimi_k3"`` (the published configs give their own checkpoint)."""
+#: Per flavour: the checkpoint's class name (its ``model_type`` is the flavour).
+_CHECKPOINT_CLASSES = {"kimi_k3": "KimiK3VisionProcessor", "kimi_k25": "KimiK25VisionProcessor"}
+
+
+def _flavour(media_proc_cfg: Mapping[str, Any], attributes: Mapping[str, Any]) -> str:
+    """Which checkpoint's processor to act as: ``"kimi_k25"`` or ``"kimi_k3"``.
+
+    The class a ``preprocessor_config.json`` names, read as transformers'
+    ``AutoImageProcessor`` reads it, when that is one of the two checkpoints' classes:
+    ``image_processor_type`` (what a checkpoint class's ``to_dict`` writes), else the
+    class of ``auto_map["AutoImageProcessor"]`` (the published files:
+    ``"kimi_k25_vision_processing.KimiK25VisionProcessor"``). ``attributes`` are the
+    file's keys beside ``media_proc_cfg`` (the processor's extra attributes). Else the
+    config's keys: K2.5 when it has every key of K2.5's chunk sizing and no key only K3
+    reads, else K3 (the published configs give their own checkpoint).
+    """
+    auto_map = attributes.get("auto_map")
+    auto_class = auto_map.get("AutoImageProcessor") if isinstance(auto_map, Mapping) else None
+    for named in (attributes.get("image_processor_type"), auto_class):
+        if isinstance(named, str):
+            for flavour, name in _CHECKPOINT_CLASSES.items():
+                if named.rsplit(".", 1)[-1] == name:
+                    return flavour
     if any(key in media_proc_cfg for key in _K3_KEYS):
         return "kimi_k3"
     return "kimi_k25" if all(key in media_proc_cfg for key in _K25_CHUNK_KEYS) else "kimi_k3"

@@ -1,9 +1,9 @@
 """``preprocessor_config.json`` and Hub repo ids: the HF processor's config found, read, written.
 
-What :class:`kimi_k3_rs.hf.KimiK3VisionProcessor`'s ``from_pretrained``, ``from_dict``,
-``to_dict`` and ``save_pretrained`` do with the file: a local path or a Hub repo id
-resolved through ``huggingface_hub`` (imported only then), the keys ``from_dict`` takes,
-config values as JSON types, and the file written atomically.
+What :class:`kimi_k3_rs.hf.KimiK3VisionProcessor`'s ``from_pretrained``, ``to_dict`` and
+``save_pretrained`` do with the file: a local path or a Hub repo id
+resolved through ``huggingface_hub`` (imported only then), config values as JSON types,
+and the file written atomically.
 """
 
 from __future__ import annotations
@@ -24,14 +24,6 @@ __all__ = ["PREPROCESSOR_CONFIG_NAME"]
 #: File name of a checkpoint's image-processor config (read by ``from_pretrained``,
 #: written by ``save_pretrained``).
 PREPROCESSOR_CONFIG_NAME = "preprocessor_config.json"
-
-#: Top-level keys of a ``preprocessor_config.json`` that ``from_dict`` accepts and ignores
-#: (transformers' bookkeeping; the checkpoint's ``from_dict`` hands them to
-#: ``BaseImageProcessor``, which stores them as attributes).
-_IGNORED_CONFIG_KEYS = frozenset({"image_processor_type", "auto_map", "processor_class"})
-
-#: The keyword options of the constructor, which ``from_dict`` also takes.
-_OPTION_NAMES = frozenset({"pillow_compat", "exif_transpose", "dtype", "num_threads", "max_image_pixels", "max_decoded_bytes", "allowed_formats"})
 
 
 def _is_repo_id(path: str) -> bool:
@@ -79,22 +71,6 @@ def _resolve_config_path(
             local_files_only=local_files_only,
         )
     return local
-
-
-def _split_config_dict(config_dict: Mapping[str, Any], kwargs: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
-    """``from_dict``'s reading of a ``preprocessor_config.json`` dict: ``(media_proc_cfg,
-    options)``; ``kwargs`` win over the dict's keys, ``media_proc_cfg`` is ``{}`` when absent.
-
-    Raises:
-        TypeError: a key that is neither an option nor one of transformers' ignored keys.
-    """
-    config = {**dict(config_dict), **kwargs}
-    media_proc_cfg = config.pop("media_proc_cfg", {})
-    unknown = [key for key in config if key not in _OPTION_NAMES and key not in _IGNORED_CONFIG_KEYS]
-    if unknown:
-        raise errors.unknown_config_keys(unknown)
-    options = {key: value for key, value in config.items() if key in _OPTION_NAMES}
-    return media_proc_cfg, options
 
 
 def _jsonable(value: Any) -> Any:
