@@ -184,39 +184,50 @@ impl FillStage {
     }
 }
 
-/// Which Pillow release's resize pass order to reproduce
-/// (`libImaging/Resample.c: ImagingResampleInner`).
+/// Which Pillow release's resize pass order to reproduce: the rule that picks
+/// the vertical pass first, [`crate::resize::vertical_first`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PillowCompat {
-    /// Pillow <= 12.3: horizontal pass first, always.
+    /// Pillow 12.0 - 12.1: horizontal pass first, always
+    /// (`libImaging/Resample.c: ImagingResampleInner`).
     V12,
-    /// Pillow 13: vertical pass first when `(H - new_h) > 0 && (H - new_h) > 2 * (W - new_w)`.
+    /// Pillow 12.2 - 12.3: vertical pass first when `H > 100 * W && new_h < H`
+    /// (`PIL/Image.py: Image.resize` resizes such an image in two calls,
+    /// `(W, new_h)` then `(new_w, new_h)`; python-pillow PR 9524).
+    V12_2,
+    /// Pillow 13: vertical pass first when `(H - new_h) > 0 && (H - new_h) > 2 * (W - new_w)`
+    /// (`ImagingResampleInner`, python-pillow PR 9549, which dropped the 12.2 rule).
     V13,
 }
 
 impl PillowCompat {
-    /// Parse `"12"` / `"13"`.
+    /// Every value, oldest Pillow first.
+    pub const ALL: [Self; 3] = [Self::V12, Self::V12_2, Self::V13];
+
+    /// Parse `"12"` / `"12.2"` / `"13"`.
     ///
     /// # Errors
     /// `KimiError::Option` for any other string (`"auto"` is resolved by the
     /// caller, who knows the installed Pillow, so it is named in the rule).
     pub fn parse(name: &str) -> Result<Self, KimiError> {
-        match name {
-            "12" => Ok(Self::V12),
-            "13" => Ok(Self::V13),
-            other => Err(KimiError::option(
-                "pillow_compat",
-                "'auto', '12' or '13'",
-                &quoted(other),
-            )),
-        }
+        Self::ALL
+            .into_iter()
+            .find(|compat| compat.name() == name)
+            .ok_or_else(|| {
+                KimiError::option(
+                    "pillow_compat",
+                    "'auto', '12', '12.2' or '13'",
+                    &quoted(name),
+                )
+            })
     }
 
-    /// `"12"` or `"13"`.
+    /// `"12"`, `"12.2"` or `"13"`.
     #[must_use]
     pub fn name(self) -> &'static str {
         match self {
             Self::V12 => "12",
+            Self::V12_2 => "12.2",
             Self::V13 => "13",
         }
     }
@@ -577,6 +588,20 @@ mod tests {
         let e = MediaProcConfig::new(14, 2, 16384, 512, [0.5; 3], [0.5, 0.0, 0.5]).unwrap_err();
         assert!(e.to_string().contains("image_std"));
         assert!(MediaProcConfig::new(14, 2, 16384, 512, [f64::NAN, 0.5, 0.5], [0.5; 3]).is_err());
+    }
+
+    #[test]
+    fn pillow_compat_names() {
+        for compat in PillowCompat::ALL {
+            assert_eq!(PillowCompat::parse(compat.name()), Ok(compat));
+        }
+        assert_eq!(
+            PillowCompat::ALL.map(PillowCompat::name),
+            ["12", "12.2", "13"]
+        );
+        for other in ["auto", "12.1", "12.3", "12.20", "13.0", " 12", ""] {
+            assert!(PillowCompat::parse(other).is_err(), "{other:?}");
+        }
     }
 
     #[test]

@@ -136,7 +136,7 @@ mod tests {
         );
         assert_eq!(
             PillowCompat::parse("14").unwrap_err().to_string(),
-            "pillow_compat must be 'auto', '12' or '13', got '14'"
+            "pillow_compat must be 'auto', '12', '12.2' or '13', got '14'"
         );
         let o = Options::new(PillowCompat::V12, OutputDtype::Float16, 1024).unwrap();
         assert_eq!(

@@ -44,7 +44,7 @@ fn options() {
     );
     assert_eq!(
         text(PillowCompat::parse("14")),
-        "pillow_compat must be 'auto', '12' or '13', got '14'"
+        "pillow_compat must be 'auto', '12', '12.2' or '13', got '14'"
     );
 }
 

@@ -102,8 +102,8 @@ OPTION_ROWS = [
     ({"dtype": "int8"}, kimi_k3_rs.KimiK3Error, "dtype must be 'float32', 'bfloat16' or 'float16', got 'int8'"),
     ({"dtype": np.float32}, kimi_k3_rs.KimiK3Error,
      "dtype must be 'float32', 'bfloat16' or 'float16', got <class 'numpy.float32'>"),
-    ({"pillow_compat": "14"}, kimi_k3_rs.KimiK3Error, "pillow_compat must be 'auto', '12' or '13', got '14'"),
-    ({"pillow_compat": 13}, kimi_k3_rs.KimiK3Error, "pillow_compat must be 'auto', '12' or '13', got 13"),
+    ({"pillow_compat": "14"}, kimi_k3_rs.KimiK3Error, "pillow_compat must be 'auto', '12', '12.2' or '13', got '14'"),
+    ({"pillow_compat": 13}, kimi_k3_rs.KimiK3Error, "pillow_compat must be 'auto', '12', '12.2' or '13', got 13"),
 ]
 
 

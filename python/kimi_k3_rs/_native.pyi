@@ -37,6 +37,7 @@ __all__ = [
     "route_encoded",
     "simd_path",
     "size_items",
+    "vertical_first",
 ]
 
 __version__: str
@@ -100,11 +101,16 @@ class MediaProcConfig:
 
 @final
 class Options:
-    """The options of a call (pass order, output dtype, threads), validated once."""
+    """The options of a call (pass order, output dtype, threads), validated once.
+
+    ``pillow_compat``: the resize pass-order rule of a Pillow release, ``"12"`` (Pillow
+    12.0 - 12.1), ``"12.2"`` (12.2 - 12.3) or ``"13"`` (13); ``"auto"`` is resolved by
+    ``kimi_k3_rs.resolve_pillow_compat`` before it gets here. Anything else: ``KimiK3Error``."""
 
     def __new__(cls, pillow_compat: Any, dtype: Any, num_threads: Any) -> Options: ...
     @property
-    def pillow_compat(self) -> str: ...
+    def pillow_compat(self) -> str:
+        """``"12"``, ``"12.2"`` or ``"13"``."""
     @property
     def dtype(self) -> str: ...
     @property
@@ -194,6 +200,12 @@ def preprocess(
     chunks: list[tuple[int, int]] | None = None,
 ) -> tuple[npt.NDArray[Any], npt.NDArray[np.int64]]:
     """(pixel_values [N, 3, ps, ps] float32, or uint16 bits of bfloat16/float16; grid_thws int64 [n, 3])."""
+
+def vertical_first(pillow_compat: Any, width: int, height: int, new_width: int, new_height: int, /) -> bool:
+    """Whether the Pillow of ``pillow_compat`` (``"12"``, ``"12.2"`` or ``"13"``) runs the vertical
+    pass first when it resizes ``width`` x ``height`` to ``new_width`` x ``new_height``:
+    ``"12"`` never, ``"12.2"`` when ``height > 100 * width`` and ``new_height < height``,
+    ``"13"`` when ``height - new_height > 0`` and ``> 2 * (width - new_width)``."""
 
 def resize_bicubic(
     image: npt.NDArray[np.uint8] | PillowRows, new_width: int, new_height: int, options: Options

@@ -123,7 +123,7 @@ impl PyOptions {
         Ok(Self { inner })
     }
 
-    /// `"12"` or `"13"`.
+    /// `"12"`, `"12.2"` or `"13"`.
     #[getter]
     fn pillow_compat(&self) -> &'static str {
         self.inner.compat().name()
@@ -458,6 +458,24 @@ fn image_size(image: Bound<'_, PyAny>) -> PyResult<(usize, usize)> {
     Ok((width, height))
 }
 
+/// `vertical_first(pillow_compat, width, height, new_width, new_height)`: whether the
+/// Pillow of `pillow_compat` (`"12"`, `"12.2"` or `"13"`) runs the vertical pass
+/// first for that resize ([`crate::resize::vertical_first`]).
+#[pyfunction]
+#[pyo3(signature = (pillow_compat, width, height, new_width, new_height, /))]
+fn vertical_first(
+    pillow_compat: &Bound<'_, PyAny>,
+    width: usize,
+    height: usize,
+    new_width: usize,
+    new_height: usize,
+) -> PyResult<bool> {
+    let compat = str_arg(pillow_compat, PillowCompat::parse)?;
+    Ok(crate::resize::vertical_first(
+        compat, width, height, new_width, new_height,
+    ))
+}
+
 /// `_set_poison(on)`: the core's poison mode ([`crate::set_poison`]), for
 /// tests; returns the previous setting.
 #[pyfunction]
@@ -481,7 +499,7 @@ mod _native {
     use super::{
         composite, count_image_tokens, count_video_chunk_tokens, image_size, navit_resize_config,
         navit_resize_video_chunk, preprocess, resize_bicubic, set_poison, size_items,
-        PyMediaProcConfig, PyOptions,
+        vertical_first, PyMediaProcConfig, PyOptions,
     };
 
     #[pymodule_init]

@@ -79,8 +79,9 @@ fn weighted_sum(
     }
 }
 
-/// Whether Pillow runs the vertical pass first (the Pillow 13 rule of
-/// `libImaging/Resample.c: ImagingResampleInner`).
+/// Whether the Pillow of `compat` runs the vertical pass first when it resizes
+/// `width x height` to `new_width x new_height` (each variant of [`PillowCompat`]
+/// names its rule).
 #[must_use]
 pub fn vertical_first(
     compat: PillowCompat,
@@ -89,12 +90,18 @@ pub fn vertical_first(
     new_width: usize,
     new_height: usize,
 ) -> bool {
-    #[allow(clippy::cast_possible_wrap)]
-    let (dh, dw) = (
-        height as i64 - new_height as i64,
-        width as i64 - new_width as i64,
-    );
-    compat == PillowCompat::V13 && dh > 0 && dh > 2 * dw
+    match compat {
+        PillowCompat::V12 => false,
+        PillowCompat::V12_2 => height > width.saturating_mul(100) && new_height < height,
+        PillowCompat::V13 => {
+            #[allow(clippy::cast_possible_wrap)]
+            let (dh, dw) = (
+                height as i64 - new_height as i64,
+                width as i64 - new_width as i64,
+            );
+            dh > 0 && dh > 2 * dw
+        }
+    }
 }
 
 /// Resize an interleaved 8-bit image with Pillow's BICUBIC, channels independent
@@ -513,8 +520,29 @@ mod tests {
 
     #[test]
     fn pass_order_rule() {
-        assert!(vertical_first(PillowCompat::V13, 1242, 2688, 1223, 2646));
-        assert!(!vertical_first(PillowCompat::V13, 1244, 2629, 1241, 2623));
-        assert!(!vertical_first(PillowCompat::V12, 1242, 2688, 1223, 2646));
+        // (w, h, new_w, new_h, vertical first under 12, 12.2, 13), as measured
+        // against Pillow 12.1.0, 12.2.0 / 12.3.0 and 13.0.0.
+        let cases = [
+            (1242, 2688, 1223, 2646, [false, false, true]),
+            (1244, 2629, 1241, 2623, [false, false, false]),
+            (10, 8366, 8, 7167, [false, true, true]),
+            (70, 7170, 69, 7168, [false, true, false]),
+            (2, 200, 1, 100, [false, false, true]),
+            (2, 201, 1, 200, [false, true, false]),
+            (2, 201, 1, 201, [false, false, false]),
+            (2, 201, 3, 100, [false, true, true]),
+        ];
+        for (w, h, nw, nh, want) in cases {
+            let got = PillowCompat::ALL.map(|compat| vertical_first(compat, w, h, nw, nh));
+            assert_eq!(got, want, "{w}x{h}->{nw}x{nh}");
+        }
+        // 100 * W past usize: not taller than 100 * W.
+        assert!(!vertical_first(
+            PillowCompat::V12_2,
+            usize::MAX / 50,
+            usize::MAX,
+            1,
+            1
+        ));
     }
 }
