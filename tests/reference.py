@@ -5,9 +5,9 @@ This module is the ground truth of the test suite.  It never imports
 ``kimi_k3_rs``.  Every step is written the way the Hugging Face remote code
 (``media_utils.py``, ``kimi_k25_vision_processing.py``,
 ``kimi_k3_vision_processing.py``) writes it, so that the bytes it produces are
-the checkpoint's bytes *for the installed Pillow* (Pillow 13.0.0 gives the
-``pillow_compat="13"`` pass order, Pillow <= 12.3.0 the ``"12"`` one; see
-:data:`PILLOW_COMPAT`).
+the checkpoint's bytes *for the installed Pillow*, whose resize pass order is the
+``pillow_compat`` value :data:`PILLOW_COMPAT` (Pillow 12.0 - 12.1: ``"12"``,
+12.2 - 12.3: ``"12.2"``, 13: ``"13"``; :func:`vertical_first`).
 
 It must keep working under numpy 1.26 and Pillow 12.3.0 as well, because
 ``tests/fingerprints/make_fingerprints.py`` runs it there.
@@ -27,6 +27,7 @@ import PIL
 from PIL import Image
 
 __all__ = [
+    "COMPATS",
     "PILLOW_COMPAT",
     "TransparentBgConfig",
     "navit_resize_image",
@@ -37,12 +38,25 @@ __all__ = [
     "navit_patchify",
     "reference_preprocess_one",
     "reference_preprocess",
-    "vertical_first_under_13",
+    "vertical_first",
 ]
+
+
+#: every ``pillow_compat`` value, one per pass-order rule (:func:`vertical_first`).
+COMPATS: Tuple[str, ...] = ("12", "12.2", "13")
+
+
+def _pillow_compat(version: str) -> str:
+    """The ``pillow_compat`` value of Pillow ``version`` (its major.minor)."""
+    major, minor = (int(part) for part in version.split(".")[:2])
+    if major >= 13:
+        return "13"
+    return "12.2" if (major, minor) >= (12, 2) else "12"
+
 
 #: the ``pillow_compat`` value whose bytes this reference produces (the
 #: installed Pillow's pass order, spec section 5.1).
-PILLOW_COMPAT: str = "13" if int(PIL.__version__.split(".")[0]) >= 13 else "12"
+PILLOW_COMPAT: str = _pillow_compat(PIL.__version__)
 
 
 # ---------------------------------------------------------------------------
@@ -102,11 +116,26 @@ def navit_resize_image(
     }
 
 
-def vertical_first_under_13(width: int, height: int, new_w: int, new_h: int) -> bool:
-    """Pillow 13.0.0's pass-order rule (spec section 5.1): vertical pass first?"""
-    dh = height - new_h
-    dw = width - new_w
-    return dh > 0 and dh > 2 * dw
+def vertical_first(compat: str, width: int, height: int, new_w: int, new_h: int) -> bool:
+    """Does the Pillow of ``pillow_compat`` value ``compat`` run the vertical pass first
+    for ``Image.resize((new_w, new_h), BICUBIC)`` of a ``width`` x ``height`` image?
+
+    * ``"12"`` (Pillow 12.0 - 12.1): never, ``ImagingResampleInner`` runs the
+      horizontal pass first.
+    * ``"12.2"`` (Pillow 12.2.0 - 12.3.0, ``PIL/Image.py: Image.resize``, python-pillow
+      PR 9524): an image more than 100 times as tall as wide, losing height, is
+      resized in two calls, ``(width, new_h)`` then ``(new_w, new_h)``.
+    * ``"13"`` (Pillow 13.0.0, ``ImagingResampleInner``, PR 9549, which also removed
+      the Python rule): when ``H - new_h > 0`` and ``H - new_h > 2 * (W - new_w)``.
+    """
+    if compat == "12":
+        return False
+    if compat == "12.2":
+        return height > width * 100 and new_h < height
+    if compat == "13":
+        dh = height - new_h
+        return dh > 0 and dh > 2 * (width - new_w)
+    raise ValueError(f"unknown pillow_compat {compat!r}")
 
 
 # ---------------------------------------------------------------------------

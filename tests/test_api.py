@@ -20,7 +20,6 @@ from helpers import (
     K3_IMAGE_KEYS,
     K25_CFG,
     K25_IMAGE_KEYS,
-    REF_COMPAT,
     alpha_pattern_rgba,
     assert_output_matches,
     bomb_png,
@@ -32,7 +31,6 @@ from helpers import (
 from reference import navit_resize_image, reference_preprocess
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
-OTHER_COMPAT = {"12": "13", "13": "12"}[REF_COMPAT]
 
 
 # ---------------------------------------------------------------------------

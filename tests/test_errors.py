@@ -520,7 +520,7 @@ def test_bad_config_values_on_every_entry_point(key, value):
 BAD_OPTIONS = {
     "num_threads": [0, -1, 1025, 2**64, 2.0, "2", True, [2]],
     "dtype": ["float64", "float", None, np.float32, 1, ""],
-    "pillow_compat": [13, "14", "12 ", None, "", b"13"],
+    "pillow_compat": [13, "14", "12 ", "12.3", "13.0", None, "", b"13"],
     "max_image_pixels": [0, -5, 1.5, "100", True, [100], float("inf")],
     "exif_transpose": [1, 0, "yes", None],
 }

@@ -2,9 +2,10 @@
 
 Every comparison is exact (equal bytes of float32 ``pixel_values`` and equal
 int64 ``grid_thws``).  The reference runs the installed Pillow, so the library
-is called with ``pillow_compat=REF_COMPAT`` ("13" under Pillow 13.0.0) and with
-the default ``"auto"``; when no image of the call meets the Pillow-13
-vertical-first rule the other pass order must give the same bytes too.
+is called with ``pillow_compat=REF_COMPAT`` (the installed Pillow's pass-order
+rule: "12", "12.2" or "13") and with the default ``"auto"``; every other
+``pillow_compat`` whose rule picks the same pass order for every image of the call
+must give the same bytes too.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import base64
 import copy
 import functools
+import re
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +37,7 @@ from helpers import (
     encode,
     hgradient,
     k3_before,
+    mode_image,
     noise,
     noise_array,
     photo,
@@ -44,13 +47,12 @@ from helpers import (
     vgradient,
 )
 from reference import (
+    COMPATS,
     navit_resize_image,
     reference_preprocess,
     to_pil,
-    vertical_first_under_13,
+    vertical_first,
 )
-
-OTHER_COMPAT = {"12": "13", "13": "12"}[REF_COMPAT]
 
 
 # ---------------------------------------------------------------------------
@@ -58,7 +60,9 @@ OTHER_COMPAT = {"12": "13", "13": "12"}[REF_COMPAT]
 # ---------------------------------------------------------------------------
 
 
-def any_vertical_first(images, media_proc_cfg):
+def resized_sizes(images, media_proc_cfg):
+    """``(w, h, new_w, new_h)`` of every image of a call."""
+    sizes = []
     for item in images if isinstance(images, list) else [images]:
         img = to_pil(item)
         w, h = img.size
@@ -67,9 +71,15 @@ def any_vertical_first(images, media_proc_cfg):
             media_proc_cfg["in_patch_limit"], media_proc_cfg["patch_limit_on_one_side"],
             media_proc_cfg.get("fixed_output_tokens"),
         )
-        if vertical_first_under_13(w, h, rc["new_width"], rc["new_height"]):
-            return True
-    return False
+        sizes.append((w, h, rc["new_width"], rc["new_height"]))
+    return sizes
+
+
+def same_pass_order(compat, w, h, new_w, new_h):
+    """Does ``compat`` resize ``w x h -> new_w x new_h`` as the installed Pillow does
+    (one pass only, or the same order)?"""
+    one_pass = new_w == w or new_h == h
+    return one_pass or vertical_first(compat, w, h, new_w, new_h) == vertical_first(REF_COMPAT, w, h, new_w, new_h)
 
 
 def _freeze(item):
@@ -87,23 +97,20 @@ def snapshot(images):
     return [_freeze(item) for item in (images if isinstance(images, list) else [images])]
 
 
-def check(images, media_proc_cfg, *, other_order=None):
-    """Run the reference once and the library with every relevant pillow_compat.
-
-    ``other_order``: None = decide from the vertical-first rule; True/False
-    force whether the other pass order must match too.
-    """
+def check(images, media_proc_cfg):
+    """Run the reference once and the library with every relevant pillow_compat:
+    ``"auto"``, the installed Pillow's, and each other one whose pass order is the
+    installed Pillow's for every image of the call."""
     ref = reference_preprocess(images, media_proc_cfg)
     before_cfg = copy.deepcopy(media_proc_cfg)
     before_images = snapshot(images)
 
     assert_output_matches(kimi_k3_rs.preprocess(images, media_proc_cfg), ref)
     assert_output_matches(kimi_k3_rs.preprocess(images, media_proc_cfg, pillow_compat="auto"), ref)
-    assert_output_matches(kimi_k3_rs.preprocess(images, media_proc_cfg, pillow_compat=REF_COMPAT), ref)
-    if other_order is None:
-        other_order = not any_vertical_first(images, media_proc_cfg)
-    if other_order:
-        assert_output_matches(kimi_k3_rs.preprocess(images, media_proc_cfg, pillow_compat=OTHER_COMPAT), ref)
+    sizes = resized_sizes(images, media_proc_cfg)
+    for compat in COMPATS:
+        if all(same_pass_order(compat, *size) for size in sizes):
+            assert_output_matches(kimi_k3_rs.preprocess(images, media_proc_cfg, pillow_compat=compat), ref)
 
     assert media_proc_cfg == before_cfg, "preprocess modified media_proc_cfg"
     assert snapshot(images) == before_images, "preprocess modified an input"
@@ -354,41 +361,146 @@ def test_tiny_with_tiny_budget(size):
 
 
 # ---------------------------------------------------------------------------
-# Pillow 13 vertical-first pass order
+# Pass order: the rule of each pillow_compat
 # ---------------------------------------------------------------------------
 
 TALL = [
-    # (w, h, mode, config, in_patch_limit)
-    (1242, 2688, "RGB", "k25", None),  # -> 1223x2646, vertical first under Pillow 13
-    (1500, 6000, "RGB", "k25", None),  # -> 897x3588
-    (900, 2400, "RGB", "k25", 4000),
-    (600, 1900, "L", "k3", 2500),
-    (700, 2100, "RGBA", "k3", 3000),
-    (500, 1600, "LA", "k3", 2000),
-    (700, 2100, "RGBA", "k3_before", 3000),
-    (640, 2000, "RGB", "clip_k25", 2500),
-    (1244, 2629, "RGB", "k25", None),  # taller than 2:1 but horizontal first (6 > 2*3 is false)
+    # (w, h, mode, config, in_patch_limit, vertical first under pillow_compat "12", "12.2", "13")
+    (1242, 2688, "RGB", "k25", None, "HHV"),  # -> 1223x2646
+    (1500, 6000, "RGB", "k25", None, "HHV"),  # -> 897x3588
+    (900, 2400, "RGB", "k25", 4000, "HHV"),
+    (600, 1900, "L", "k3", 2500, "HHV"),
+    (700, 2100, "RGBA", "k3", 3000, "HHV"),
+    (500, 1600, "LA", "k3", 2000, "HHV"),
+    (700, 2100, "RGBA", "k3_before", 3000, "HHV"),
+    (640, 2000, "RGB", "clip_k25", 2500, "HHV"),
+    (1244, 2629, "RGB", "k25", None, "HHH"),  # taller than 2:1 but horizontal first (6 > 2*3 is false)
+    (10, 8366, "RGB", "k25", None, "HVV"),  # -> 8x7167: over 100:1
+    (70, 7170, "RGBA", "k3", None, "HVH"),  # -> 69x7168: over 100:1, and 2 > 2*1 is false
 ]
 
 
-@pytest.mark.parametrize("w,h,mode,config,limit", TALL, ids=lambda v: str(v))
-def test_tall_images(w, h, mode, config, limit):
+@pytest.mark.parametrize("w,h,mode,config,limit,orders", TALL, ids=lambda v: str(v))
+def test_tall_images(w, h, mode, config, limit, orders):
+    """The library with the installed Pillow's pass order gives the reference's bytes, and
+    every pillow_compat with the other order gives other bytes (noise), so none is ignored."""
     media_proc_cfg = CONFIGS[config] if limit is None else with_limit(config, limit)
     img = noise(w, h, mode, seed=w + h)
     rc = navit_resize_image(w, h, 14, 2, media_proc_cfg["in_patch_limit"], 512, None)
-    vfirst = vertical_first_under_13(w, h, rc["new_width"], rc["new_height"])
-    assert vfirst == ((w, h) != (1244, 2629))
+    new_w, new_h = rc["new_width"], rc["new_height"]
+    assert "".join("V" if vertical_first(c, w, h, new_w, new_h) else "H" for c in COMPATS) == orders
     ref = check(img, media_proc_cfg)
-    if vfirst:
-        other = kimi_k3_rs.preprocess(img, media_proc_cfg, pillow_compat=OTHER_COMPAT)
-        assert np.array_equal(other["grid_thws"], ref[1])
-        # the two pass orders really differ on noise, so pillow_compat is not ignored
-        assert not np.array_equal(other["pixel_values"], ref[0]), "pillow_compat had no effect on a tall image"
+    for compat in COMPATS:
+        if not same_pass_order(compat, w, h, new_w, new_h):
+            other = kimi_k3_rs.preprocess(img, media_proc_cfg, pillow_compat=compat)
+            assert np.array_equal(other["grid_thws"], ref[1])
+            assert not np.array_equal(other["pixel_values"], ref[0]), f"pillow_compat={compat!r} had no effect"
 
 
 def test_1242x2688_sizes():
     rc = navit_resize_image(1242, 2688, 14, 2, 16384, 512, None)
     assert (rc["new_width"], rc["new_height"]) == (1223, 2646)
+
+
+def order_grid():
+    """``(w, h, new_w, new_h)`` down-scales that run both passes: every size up to 6x24,
+    and sizes around the boundaries of the rules (height 100 times the width, Pillow
+    12.2; a height loss of twice the width loss, Pillow 13)."""
+    cases = [(w, h, nw, nh) for w in range(2, 7) for h in range(2, 25) for nw in range(1, w) for nh in range(1, h)]
+    for w in (2, 3, 5):
+        for h in range(100 * w - 1, 100 * w + 3):
+            for nw in range(1, w):
+                two_dw = 2 * (w - nw)
+                for nh in {1, h // 3, h - two_dw - 1, h - two_dw, h - two_dw + 1, h - 1}:
+                    cases.append((w, h, nw, nh))
+    return cases
+
+
+ORDER_GRID = order_grid()
+
+
+def pillow_orders(im, new_w, new_h):
+    """The installed Pillow's bytes with the horizontal pass first and with the vertical
+    pass first: two calls that resize one axis each (one pass each, under every Pillow)."""
+    w, h = im.size
+    bicubic = Image.Resampling.BICUBIC
+    horizontal_first = np.asarray(im.resize((new_w, h), bicubic).resize((new_w, new_h), bicubic))
+    vertical_first_ = np.asarray(im.resize((w, new_h), bicubic).resize((new_w, new_h), bicubic))
+    return horizontal_first, vertical_first_
+
+
+def grid_image(index, w, h):
+    """Noise, in L or RGB by turns."""
+    return noise(w, h, ("L", "RGB")[index % 2], seed=index)
+
+
+def core_resize(im, new_w, new_h, compat):
+    options = kimi_k3_rs._native.Options(compat, "float32", 1)
+    return kimi_k3_rs._native.resize_bicubic(np.asarray(im), new_w, new_h, options)
+
+
+def test_pass_order_of_the_installed_pillow():
+    """``Image.resize(BICUBIC)`` of the installed Pillow, size by size over
+    :data:`ORDER_GRID`, equals the core's with ``resolve_pillow_compat("auto")``, and
+    runs the pass order the reference's rule for :data:`REF_COMPAT` says; the grid
+    tells that rule apart from every other one (cases where the orders give other bytes)."""
+    auto = kimi_k3_rs.resolve_pillow_compat("auto")
+    assert auto == REF_COMPAT
+    telling = dict.fromkeys(COMPATS, 0)
+    for index, (w, h, new_w, new_h) in enumerate(ORDER_GRID):
+        im = grid_image(index, w, h)
+        got = np.asarray(im.resize((new_w, new_h), Image.Resampling.BICUBIC))
+        orders = pillow_orders(im, new_w, new_h)
+        case = f"Pillow {Image.__version__}: {w}x{h} -> {new_w}x{new_h}"
+        assert np.array_equal(got, orders[vertical_first(REF_COMPAT, w, h, new_w, new_h)]), case
+        assert np.array_equal(core_resize(im, new_w, new_h, auto), got), case
+        if not np.array_equal(*orders):
+            for compat in COMPATS:
+                telling[compat] += vertical_first(compat, w, h, new_w, new_h) != vertical_first(REF_COMPAT, w, h, new_w, new_h)
+    assert telling.pop(REF_COMPAT) == 0
+    assert min(telling.values()) >= 20, telling
+
+
+@pytest.mark.parametrize("compat", COMPATS)
+def test_pass_order_of_each_pillow_compat(compat):
+    """The core with ``pillow_compat=compat`` runs the pass order of that Pillow's rule
+    (the reference's), size by size over :data:`ORDER_GRID`, whatever Pillow is installed."""
+    assert kimi_k3_rs._native.Options(compat, "float32", 1).pillow_compat == compat
+    for index, (w, h, new_w, new_h) in enumerate(ORDER_GRID):
+        im = grid_image(index, w, h)
+        want = pillow_orders(im, new_w, new_h)[vertical_first(compat, w, h, new_w, new_h)]
+        assert np.array_equal(core_resize(im, new_w, new_h, compat), want), f"{compat}: {w}x{h} -> {new_w}x{new_h}"
+
+
+@pytest.mark.parametrize("kind", ["I;16", "F"])
+@pytest.mark.parametrize("compat", COMPATS)
+def test_pillow_resized_mode_pass_order(kind, compat):
+    """A mode the installed Pillow resizes itself (16/32-bit, under ``after_resize``) gives
+    the reference's bytes under a pillow_compat with the installed Pillow's pass order, and
+    ImageError under any other: 70x7170 -> 69x7168 (K3) is vertical first under "12.2" only."""
+    image = mode_image(kind, 70, 7170, seed=3)
+    ref = reference_preprocess(image, CONFIGS["k3"])
+    assert [vertical_first(c, 70, 7170, 69, 7168) for c in COMPATS] == [False, True, False]
+    if same_pass_order(compat, 70, 7170, 69, 7168):
+        assert_output_matches(kimi_k3_rs.preprocess(image, CONFIGS["k3"], pillow_compat=compat), ref)
+    else:
+        msg = f"whose pass order is pillow_compat={REF_COMPAT!r}, not {compat!r}, and the order changes the result for 70x7170 -> 69x7168"
+        with pytest.raises(kimi_k3_rs.ImageError, match=re.escape(msg)):
+            kimi_k3_rs.preprocess(image, CONFIGS["k3"], pillow_compat=compat)
+
+
+@pytest.mark.parametrize(
+    "version,compat",
+    [("11.3.0", "12"), ("12.0.0", "12"), ("12.1.0", "12"), ("12.1.1", "12"), ("12.2.0", "12.2"),
+     ("12.3.0", "12.2"), ("12.4.0.dev0", "12.2"), ("13.0.0", "13"), ("13.1.2", "13"), ("14.0.0", "13")],
+)
+def test_auto_follows_the_pillow_version(version, compat, monkeypatch):
+    """``pillow_compat="auto"`` reads the installed Pillow's major and minor version."""
+    import PIL
+
+    monkeypatch.setattr(PIL, "__version__", version)
+    assert kimi_k3_rs.resolve_pillow_compat("auto") == compat
+    assert kimi_k3_rs.KimiK3VisionProcessor(CONFIGS["k3"]).pillow_compat == compat
 
 
 # ---------------------------------------------------------------------------

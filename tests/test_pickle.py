@@ -81,7 +81,7 @@ def test_native_media_proc_config(name):
         assert_bit_equal(pv, want_pv, f"{how}: pixel_values")
 
 
-@pytest.mark.parametrize("args", [("12", "float32", 1), ("13", "bfloat16", 2), ("13", "float16", 3)])
+@pytest.mark.parametrize("args", [("12", "float32", 1), ("12.2", "float32", 2), ("13", "bfloat16", 2), ("13", "float16", 3)])
 def test_native_options(args):
     options = _native.Options(*args)
     native = kimi_k3_rs.MediaProcConfig.from_dict(CONFIGS["k3"]).native

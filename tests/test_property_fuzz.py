@@ -336,7 +336,7 @@ def fuzz_configs(draw) -> Any:
 OPTION_VALUES = {
     "num_threads": st.sampled_from([None, 1, 2, 3, 0, -1, 1025, 2.0, "2", True]),
     "dtype": st.sampled_from(["float32", "bfloat16", "float16", "float64", None, 1]),
-    "pillow_compat": st.sampled_from(["auto", "12", "13", "14", None, 13]),
+    "pillow_compat": st.sampled_from(["auto", "12", "12.2", "13", "14", "12.3", None, 13]),
     # never None here: a forged header must not be decoded (the bomb tests cover None)
     "max_image_pixels": st.sampled_from([10**6, 1, 100, 0, -1, 1.5, "x", True]),
     "exif_transpose": st.sampled_from([False, True, 1, None]),
@@ -344,7 +344,7 @@ OPTION_VALUES = {
 VALID_OPTION_VALUES = {
     "num_threads": st.sampled_from([None, 1, 2, 3]),
     "dtype": st.sampled_from(["float32", "bfloat16", "float16"]),
-    "pillow_compat": st.sampled_from(["auto", "12", "13"]),
+    "pillow_compat": st.sampled_from(["auto", "12", "12.2", "13"]),
     "max_image_pixels": st.sampled_from([10**6, 10**7, 100]),
     "exif_transpose": st.booleans(),
 }

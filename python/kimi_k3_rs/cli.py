@@ -220,7 +220,7 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     group = p.add_mutually_exclusive_group()
     group.add_argument("--preset", choices=sorted(_PRESETS), default="kimi-k3", help="published config (default kimi-k3)")
     group.add_argument("--config", metavar="FILE_OR_FOLDER", help="preprocessor_config.json or a checkpoint folder")
-    p.add_argument("--pillow-compat", choices=["auto", "12", "13"], default="auto", help="resize pass order (default: installed Pillow)")
+    p.add_argument("--pillow-compat", choices=["auto", "12", "12.2", "13"], default="auto", help="resize pass order (default: installed Pillow)")
     p.add_argument(
         "--exif-transpose",
         action="store_true",

@@ -439,18 +439,28 @@ def _load_preprocessor_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     return data
 
 
-def resolve_pillow_compat(pillow_compat: Any) -> str:
-    """Resolve ``pillow_compat`` to ``"12"`` or ``"13"``.
+#: The first Pillow release of each resize pass-order rule, newest first:
+#: ``(major, minor)`` and its ``pillow_compat`` value; older releases are ``"12"``.
+_PILLOW_COMPAT_SINCE: tuple[tuple[tuple[int, int], str], ...] = (((13, 0), "13"), ((12, 2), "12.2"))
 
-    ``"auto"`` means the installed Pillow: major version 13 or later gives ``"13"``
-    (vertical pass first for tall down-scales, Pillow 13's ``ImagingResample``), else
-    ``"12"``. Other values are checked by the core.
+
+def resolve_pillow_compat(pillow_compat: Any) -> str:
+    """Resolve ``pillow_compat`` to ``"12"``, ``"12.2"`` or ``"13"``, the resize pass-order
+    rule of a Pillow release (``reference-spec.md`` section 5.1):
+
+    * ``"12"``: Pillow 12.0 - 12.1, horizontal pass first, always.
+    * ``"12.2"``: Pillow 12.2 - 12.3, vertical pass first for an image more than 100
+      times as tall as wide that loses height (``Image.resize``, python-pillow PR 9524).
+    * ``"13"``: Pillow 13, vertical pass first when the height loses more than twice as
+      many pixels as the width (``ImagingResampleInner``, PR 9549).
+
+    ``"auto"`` means the installed Pillow, by its major and minor version
+    (``_PILLOW_COMPAT_SINCE``). Other values are checked by the core.
 
     Raises:
-        KimiK3Error: any value other than ``"auto"``, ``"12"`` or ``"13"``.
+        KimiK3Error: any value other than ``"auto"``, ``"12"``, ``"12.2"`` or ``"13"``.
     """
     if pillow_compat == "auto":
-        return "13" if int(PIL.__version__.split(".")[0]) >= 13 else "12"
+        major, minor = (int(part) for part in PIL.__version__.split(".")[:2])
+        return next((compat for since, compat in _PILLOW_COMPAT_SINCE if (major, minor) >= since), "12")
     return _native.Options(pillow_compat, "float32", 1).pillow_compat
-
-

@@ -98,14 +98,13 @@ def _converted(image: Image.Image, mode: str) -> np.ndarray | _native.PillowRows
 
 
 def _delegated_resize_order_check(mode: str, size: tuple[int, int], new_size: tuple[int, int], compat: str) -> None:
-    """Refuse a Pillow-resized mode when ``pillow_compat`` is not the installed Pillow's
-    order and the order changes the bytes (both passes run, vertical-first rule holds)."""
+    """Refuse a Pillow-resized mode when ``pillow_compat`` picks another pass order than
+    the installed Pillow's for this resize and the order changes the bytes (both passes run)."""
     installed = resolve_pillow_compat("auto")
-    if compat == installed:
-        return
     (width, height), (new_width, new_height) = size, new_size
-    dh, dw = height - new_height, width - new_width
-    if dw != 0 and dh > 0 and dh > 2 * dw:
+    if width == new_width or height == new_height:
+        return
+    if _native.vertical_first(compat, *size, *new_size) != _native.vertical_first(installed, *size, *new_size):
         raise errors.pass_order(mode, PIL.__version__, installed, compat, size, new_size)
 
 

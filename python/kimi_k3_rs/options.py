@@ -119,7 +119,7 @@ class _Options(_ByConstructor):
 
     @property
     def compat(self) -> str:
-        """``"12"`` or ``"13"``."""
+        """The resolved pass-order rule: ``"12"``, ``"12.2"`` or ``"13"``."""
         return self.native.pillow_compat
 
     @property

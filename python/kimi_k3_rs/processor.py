@@ -117,8 +117,10 @@ def preprocess(
               patches frame-major.
         media_proc_cfg: the checkpoint's ``media_proc_cfg`` dict (or a
             :class:`MediaProcConfig`), e.g. ``kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG``.
-        pillow_compat: ``"auto"`` (the installed Pillow), ``"12"`` (horizontal pass
-            first) or ``"13"`` (Pillow 13: vertical first for tall down-scales).
+        pillow_compat: ``"auto"`` (the installed Pillow), ``"12"`` (Pillow 12.1 and earlier:
+            horizontal pass first), ``"12.2"`` (Pillow 12.2 - 12.3: vertical first for
+            images over 100:1 tall) or ``"13"`` (Pillow 13: vertical first for tall
+            down-scales); see :func:`kimi_k3_rs.resolve_pillow_compat`.
         exif_transpose: ``True`` applies ``PIL.ImageOps.exif_transpose`` to every PIL
             and decoded image (orientations 2..8) before anything else. Off by default:
             the checkpoint does not rotate. Arrays and tensors are never rotated.
