@@ -1,4 +1,5 @@
-"""Deterministic inputs for the Pillow-12 / Pillow-13 fingerprints.
+"""Deterministic inputs for the per-Pillow fingerprints (one section for each
+``pillow_compat`` rule: Pillow 12.1.0, 12.3.0, 13.0.0).
 
 No numpy RNG: pixels come from an integer hash evaluated with wrapping uint32
 arithmetic, which gives the same bytes under numpy 1.26 and 2.x (and so under
@@ -9,13 +10,13 @@ Shared by ``make_fingerprints.py`` and ``tests/test_fingerprints.py``.
 from __future__ import annotations
 
 import copy
-import math
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 import numpy as np
 from PIL import Image
 
 from helpers import K3_CHESSBOARD, K25_IMAGE_KEYS  # the spec's published values
+from reference import navit_resize_image, vertical_first
 
 BANDS = {"L": 1, "LA": 2, "RGB": 3, "RGBA": 4}
 
@@ -130,21 +131,37 @@ CASES: Dict[str, Any] = {
     # P after_resize: Pillow's NEAREST, the same bytes under both Pillow versions
     "tall_ptrns_500x1600_k3_lim2000": (500, 1600, "P+tRNS", 24, _k3(in_patch_limit=2000)),
     "cmyk_900x700_k3_lim1000": (900, 700, "CMYK", 25, _k3(in_patch_limit=1000)),
+    # strips over 100:1: Pillow 12.2 - 12.3 runs the vertical pass first (Image.resize)
+    "strip_rgb_10x8366_k25": (10, 8366, "RGB", 26, _k25()),  # -> 8x7167, and under 13
+    "strip_l_2x20000_k3": (2, 20000, "L", 27, _k3()),  # -> 1x7168, and under 13
+    "strip_rgba_70x7170_k3": (70, 7170, "RGBA", 28, _k3()),  # -> 69x7168, not under 13
 }
 
 
-def order_sensitive(name: str) -> bool:
-    """Whether the two Pillow pass orders can give different bytes for this case: the
-    Pillow-13 vertical-first rule holds and a bicubic resize runs (P / 1 under
-    ``after_resize`` are resized with NEAREST, which has no pass order)."""
+def section(compat: str) -> str:
+    """The section of ``pillow12.json`` recorded under the Pillow of ``pillow_compat``
+    value ``compat``."""
+    return f"pillow{compat}"
+
+
+def resized_size(name: str) -> Tuple[int, int]:
+    """The case's ``(new_width, new_height)`` (the reference's sizing)."""
+    w, h, _, _, cfg = CASES[name]
+    rc = navit_resize_image(w, h, cfg["patch_size"], cfg["merge_kernel_size"], cfg["in_patch_limit"],
+                            cfg["patch_limit_on_one_side"], cfg.get("fixed_output_tokens"))
+    return rc["new_width"], rc["new_height"]
+
+
+def pass_order(name: str, compat: str) -> str:
+    """The pass order of this case under ``compat``: ``"V"`` vertical first, ``"H"``
+    horizontal first, ``"-"`` none (one pass or none; or P / 1 under ``after_resize``,
+    resized with NEAREST, which has no pass order)."""
     w, h, mode, _, media_proc_cfg = CASES[name]
-    pw, ph = max(1, w // 14), max(1, h // 14)
-    scale = min(1.0, math.sqrt(media_proc_cfg["in_patch_limit"] / (pw * ph)), 512 * 14 / w, 512 * 14 / h)
-    new_w, new_h = max(1, int(w * scale)), max(1, int(h * scale))
-    dh, dw = h - new_h, w - new_w
-    vertical_first = dh > 0 and dh > 2 * dw
+    new_w, new_h = resized_size(name)
     nearest = EXTRA_MODES.get(mode, mode) in ("P", "1") and media_proc_cfg.get("transparent_bg_fill_stage") == "after_resize"
-    return vertical_first and not nearest
+    if nearest or new_w == w or new_h == h:
+        return "-"
+    return "V" if vertical_first(compat, w, h, new_w, new_h) else "H"
 
 
 def case_names() -> List[str]:
