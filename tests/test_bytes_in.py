@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import io
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -376,3 +377,27 @@ def test_a_decode_error_names_its_batch_index():
     bad = FILES["jpeg-420"][: len(FILES["jpeg-420"]) // 2]
     with pytest.raises(k.ImageError, match=r"^image 2: cannot decode JPEG"):
         k.preprocess([FILES["png-rgb"], FILES["jpeg-L"], bad], CONFIGS["k25"], num_threads=2)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("entry", ["preprocess", "prepare", "count"])
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "folder"])
+def test_a_path_that_is_not_a_regular_file_is_refused_without_blocking(tmp_path, kind, entry):
+    """An image path that is a FIFO (reading it waited for a writer), ``/dev/zero``
+    (read without end) or a folder is refused before it is opened, on every entry that
+    reads a path: an ImageError naming the image and what the path is."""
+    if kind == "fifo":
+        path, what = tmp_path / "photo.png", "a FIFO"
+        os.mkfifo(path)
+    elif kind == "dev-zero":
+        path, what = "/dev/zero", "a character device"
+    else:
+        path, what = tmp_path, "a folder"
+    config = k.KIMI_K3_MEDIA_PROC_CFG
+    call = {
+        "preprocess": lambda: k.preprocess([path], config),
+        "prepare": lambda: k.prepare_kimi_k3_encoder_inputs([path], config),
+        "count": lambda: k.KimiK3VisionProcessor(config).media_tokens_calculator({"type": "image", "image": path}),
+    }[entry]
+    with pytest.raises(k.ImageError, match=re.escape(f"not a regular file ({what})")):
+        call()

@@ -478,7 +478,8 @@ def test_config_that_is_not_a_small_regular_file_exits_2(tmp_path, case):
     assert proc.returncode == 2, proc.stderr
     assert proc.stdout == ""
     shown = tmp_path / "preprocessor_config.json" if case == "fifo-in-checkpoint" else target
-    why = "is over 1048576 bytes" if case == "over-1-MiB" else "is not a regular file"
+    kinds = {"dev-zero": "a character device", "socket": "a socket"}
+    why = "is over 1048576 bytes" if case == "over-1-MiB" else f"is not a regular file ({kinds.get(case, 'a FIFO')})"
     assert lines(proc.stderr) == [f"kimi-k3-rs: config {target}: {shown} {why}" + (
         f" ({target.stat().st_size})" if case == "over-1-MiB" else "")], proc.stderr
 
@@ -488,7 +489,7 @@ def test_load_media_proc_cfg_never_blocks(tmp_path):
     """The library's reader (the command line's and ``from_pretrained``'s): a FIFO is a
     ConfigError at once, a 1 MiB file is read, one byte more is refused."""
     os.mkfifo(tmp_path / "fifo.json")
-    with pytest.raises(kimi_k3_rs.ConfigError, match="fifo.json is not a regular file$"):
+    with pytest.raises(kimi_k3_rs.ConfigError, match=r"fifo.json is not a regular file \(a FIFO\)$"):
         kimi_k3_rs.load_media_proc_cfg(tmp_path / "fifo.json")
     media = json.dumps({"media_proc_cfg": {"patch_size": 14}})
     path = tmp_path / "big.json"

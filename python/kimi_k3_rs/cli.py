@@ -28,7 +28,6 @@ import contextlib
 import logging
 import os
 import secrets
-import stat
 import sys
 import textwrap
 import time
@@ -41,7 +40,7 @@ from typing import Any, BinaryIO
 import numpy as np
 from PIL import Image
 
-from . import errors
+from . import _files, errors
 from ._native import __version__
 from .arrow import (
     _STORAGE,
@@ -121,15 +120,6 @@ def _shown(path: str) -> str:
     return "".join(out)
 
 
-#: The kinds of file that are not read (:func:`_not_readable`), by their ``stat`` test.
-_SPECIAL_FILES = (
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-)
-
-
 def _not_readable(path: str, arrow: bool) -> str | None:
     """Why the job skips ``path`` without opening it (None: it is read).
 
@@ -143,8 +133,8 @@ def _not_readable(path: str, arrow: bool) -> str | None:
         mode = os.stat(path).st_mode
     except (OSError, ValueError):
         mode = None
-    if mode is not None and not stat.S_ISREG(mode):
-        kind = next((name for test, name in _SPECIAL_FILES if test(mode)), "not a file")
+    kind = None if mode is None else _files.irregular_kind(mode)
+    if kind is not None:
         return f"not a regular file ({kind}); skipped"
     if arrow:
         try:

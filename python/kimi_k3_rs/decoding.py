@@ -21,7 +21,7 @@ import numpy as np
 from PIL import Image
 from PIL import _imaging as _pillow_core  # what ``PIL.Image.core`` is
 
-from . import _ico, _native, errors
+from . import _files, _ico, _native, errors
 from .errors import ImageError
 from .inputs import (
     _SIDE_SWAPPING_ORIENTATIONS,
@@ -394,10 +394,12 @@ def _file_bytes(source: _Source) -> int:
 
 
 def _open_path(path: str | os.PathLike[str]) -> BinaryIO:
-    """``open(path, "rb")``; a path that cannot name a file (an embedded null byte)
-    is an :class:`ImageError`, like a missing file."""
+    """``open(path, "rb")`` of a regular file, without blocking (:func:`_files.open_regular`:
+    a FIFO or a device is refused before it is opened, with the ``OSError``
+    :class:`~kimi_k3_rs._files.NotRegularFileError`); a path that cannot name a file (an
+    embedded null byte) is an :class:`ImageError`, like a missing file."""
     try:
-        return open(path, "rb")  # the caller closes it
+        return _files.open_regular(path)[0]  # the caller closes it
     except ValueError as exc:
         raise errors.unreadable(exc) from exc
 
