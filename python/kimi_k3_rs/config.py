@@ -12,14 +12,13 @@ from __future__ import annotations
 import copy
 import json
 import os
-import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, cast
 
 import PIL
 
-from . import _native, errors
+from . import _files, _native, errors
 
 __all__ = [
     "REQUIRED_KEYS",
@@ -376,24 +375,18 @@ class MediaProcConfig(_ByConstructor):
 MAX_CONFIG_BYTES = 1 << 20
 
 
-def _check_config_file(path: str, info: os.stat_result) -> None:
-    """Refuse a config file that is not a regular file or is over the size bound."""
-    if not stat.S_ISREG(info.st_mode):
-        raise errors.bad_config_file(path, "is not a regular file")
-    if info.st_size > MAX_CONFIG_BYTES:
-        raise errors.bad_config_file(path, f"is over {MAX_CONFIG_BYTES} bytes ({info.st_size})")
-
-
 def _read_config_file(path: str) -> bytes:
     """The bytes of the config file ``path``, at most :data:`MAX_CONFIG_BYTES`, read
-    without blocking: ``os.stat`` refuses anything but a regular file before it is
-    opened (a FIFO would wait for a writer, ``/dev/zero`` never ends), the open does
-    not wait (``O_NONBLOCK``) and ``fstat`` checks again what was opened; a file that
-    grows past the bound while read is refused too."""
-    _check_config_file(path, os.stat(path))
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
-    with os.fdopen(os.open(path, flags), "rb") as f:
-        _check_config_file(path, os.fstat(f.fileno()))
+    without blocking (:func:`_files.open_regular`: anything but a regular file is refused
+    before it is opened, a FIFO would wait for a writer, ``/dev/zero`` never ends); a
+    file that grows past the bound while read is refused too."""
+    try:
+        f, info = _files.open_regular(path)
+    except _files.NotRegularFileError as exc:
+        raise errors.bad_config_file(path, f"is not a regular file ({exc.kind})") from None
+    with f:
+        if info.st_size > MAX_CONFIG_BYTES:
+            raise errors.bad_config_file(path, f"is over {MAX_CONFIG_BYTES} bytes ({info.st_size})")
         data = f.read(MAX_CONFIG_BYTES + 1)
     if len(data) > MAX_CONFIG_BYTES:
         raise errors.bad_config_file(path, f"is over {MAX_CONFIG_BYTES} bytes")
