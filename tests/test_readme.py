@@ -3,7 +3,8 @@
 Every ```python block of README.md is run, in order, in one namespace (a block may use
 names from the blocks before it), inside a fresh temporary working directory, which also
 holds the blocks' ``tempfile`` folders. Any exception fails the test with the block's
-number and text.
+number and text. A block preceded by a ``<!-- not run: REASON -->`` line is left out and
+counted (``tests/test_docs.py`` runs the docs pages with these functions).
 """
 
 from __future__ import annotations
@@ -17,24 +18,33 @@ import pytest
 
 README = Path(__file__).parents[1] / "README.md"
 
-# A fence opens with ```python on a line of its own and closes with the next ``` line.
-_PYTHON_BLOCK = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
+# A fence opens with ```python on a line of its own and closes with the next ``` line; a
+# `<!-- not run: REASON -->` line right before the fence marks a block that is not run.
+_PYTHON_BLOCK = re.compile(
+    r"(?:^<!-- not run: (?P<reason>[^\n]*?) -->[ \t]*\n)?^```python[ \t]*\n(?P<body>.*?)^```[ \t]*$",
+    re.MULTILINE | re.DOTALL,
+)
 
 
 def python_blocks(text: str) -> list[str]:
-    """The bodies of the ```python blocks of a Markdown text, in order."""
-    return [m.group(1) for m in _PYTHON_BLOCK.finditer(text)]
+    """The bodies of the ```python blocks of a Markdown text that are run, in order."""
+    return [m.group("body") for m in _PYTHON_BLOCK.finditer(text) if m.group("reason") is None]
 
 
-def run_blocks(blocks: list[str]) -> dict[str, object]:
+def not_run_reasons(text: str) -> list[str]:
+    """The reasons of the ```python blocks marked ``<!-- not run: REASON -->``, in order."""
+    return [m.group("reason") for m in _PYTHON_BLOCK.finditer(text) if m.group("reason") is not None]
+
+
+def run_blocks(blocks: list[str], source: str = "README.md") -> dict[str, object]:
     """Run the blocks in order in one namespace; fail with the number and text of one that raises."""
     namespace: dict[str, object] = {"__name__": "__readme__"}
     for number, block in enumerate(blocks, 1):
         try:
-            exec(compile(block, f"README.md python block {number}", "exec"), namespace)
+            exec(compile(block, f"{source} python block {number}", "exec"), namespace)
         except (Exception, SystemExit) as exc:
             failure = (
-                f"README.md python block {number} of {len(blocks)} raised "
+                f"{source} python block {number} of {len(blocks)} raised "
                 f"{type(exc).__name__}: {exc}\n\n```python\n{block}```\n\n{traceback.format_exc()}"
             )
         else:
@@ -62,3 +72,13 @@ def test_a_raising_block_fails_with_its_number_and_text():
     message = str(failed.value)
     assert "block 2 of 2 raised ValueError: 1" in message
     assert "raise ValueError(x)" in message
+
+
+def test_a_marked_block_is_left_out_and_counted():
+    text = "```python\nx = 1\n```\n<!-- not run: needs a GPU -->\n```python\nraise SystemExit\n```\n"
+    assert python_blocks(text) == ["x = 1\n"]
+    assert not_run_reasons(text) == ["needs a GPU"]
+
+
+def test_readme_runs_every_python_block():
+    assert not_run_reasons(README.read_text(encoding="utf-8")) == []

@@ -74,7 +74,7 @@ def arrow_schema(dtype: str = "float32", patch_size: int = 14, extra_fields: Ite
         ImportError: pyarrow is not installed.
         ValueError: an unknown ``dtype``; an extra field named like a fixed column.
 
-    Example:
+    Examples:
         >>> from kimi_k3_rs.arrow import arrow_schema
         >>> arrow_schema("bfloat16").field("pixel_values").metadata
         {b'kimi_k3_rs.dtype': b'bfloat16', b'patch_size': b'14'}
@@ -261,7 +261,7 @@ def preprocess_to_arrow(
             :func:`kimi_k3_rs.preprocess` raises.
         TypeError: an unknown option, ``out`` among them; as ``preprocess``.
 
-    Example:
+    Examples:
         >>> import numpy as np, kimi_k3_rs
         >>> from kimi_k3_rs.arrow import preprocess_to_arrow
         >>> t = preprocess_to_arrow([np.zeros((28, 56, 3), np.uint8)], kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG)
@@ -531,7 +531,7 @@ def pixel_values_from_arrow(
             ``grid_thw`` column that is not lists of integers, or a row whose grid is
             not three positive integers giving the row's value count.
 
-    Example:
+    Examples:
         >>> import numpy as np, kimi_k3_rs
         >>> from kimi_k3_rs.arrow import pixel_values_from_arrow, preprocess_to_arrow
         >>> t = preprocess_to_arrow([np.zeros((28, 56, 3), np.uint8)], kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG)

@@ -343,7 +343,7 @@ class MediaProcConfig(_ByConstructor):
                 value for zero, negative, non-integer, NaN or infinite values, a zero std,
                 mean/std not three numbers, or an unknown fill stage.
 
-        Example:
+        Examples:
             >>> from kimi_k3_rs.config import MediaProcConfig, kimi_k3_media_proc_cfg
             >>> cfg = MediaProcConfig.from_dict(kimi_k3_media_proc_cfg())
             >>> (cfg.in_patch_limit, cfg.transparent_bg_fill_stage)

@@ -191,9 +191,8 @@ def prepare_kimi_k3_encoder_inputs(
             attribute (e.g. :class:`KimiK3VisionProcessor`) or the dict itself. Given a
             :class:`KimiK3VisionProcessor`, its validated config and its options are
             used, so ``materialize`` gives exactly what its ``preprocess`` gives.
-        pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels,
-            max_decoded_bytes, allowed_formats: as :func:`preprocess`, for
-            ``materialize`` (``allowed_formats`` for the sizing too); when not given, the processor's
+        pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels, max_decoded_bytes, allowed_formats: as
+            :func:`preprocess`, for ``materialize`` (``allowed_formats`` for the sizing too); when not given, the processor's
             own (a :class:`KimiK3VisionProcessor`), else :func:`preprocess`'s defaults.
             The sizes follow ``exif_transpose`` (orientations 5..8 swap the sides).
 
@@ -247,8 +246,8 @@ def prepare_kimi_k25_encoder_inputs(
         image_processor_or_media_proc_cfg: an object with a ``media_proc_cfg`` dict
             attribute (e.g. :class:`KimiK3VisionProcessor`, whose config and options are
             used) or the dict itself.
-        pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels,
-            max_decoded_bytes, allowed_formats: as :func:`prepare_kimi_k3_encoder_inputs`.
+        pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels, max_decoded_bytes, allowed_formats: as
+            :func:`prepare_kimi_k3_encoder_inputs`.
 
     Returns:
         A :class:`KimiK25EncoderInputs`: ``grid_thws`` int64 ``[n, 3]``, per image

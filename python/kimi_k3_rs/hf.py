@@ -256,7 +256,7 @@ class KimiK3VisionProcessor(_ByConstructor):
         one after ``image``). Servers expand the ``<|media_pad|>`` to
         :meth:`media_tokens_calculator` tokens.
 
-        Example:
+        Examples:
             >>> from kimi_k3_rs.hf import KimiK3VisionProcessor
             >>> KimiK3VisionProcessor.make_image_prompt(640, 480)
             '<|media_begin|>image 640x480<|media_content|><|media_pad|><|media_end|>'
@@ -540,7 +540,7 @@ class KimiK3VisionProcessor(_ByConstructor):
         Returns:
             A new dict; mutating it changes nothing in the processor.
 
-        Example:
+        Examples:
             >>> import kimi_k3_rs
             >>> proc = kimi_k3_rs.KimiK3VisionProcessor(kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG)
             >>> proc.to_dict()["media_proc_cfg"]["in_patch_limit"], proc.to_dict()["image_processor_type"]

@@ -193,7 +193,7 @@ def preprocess(
         call gives unspecified (but memory-safe) output for that image. No Pillow
         warning is raised for palette images with a bytes ``transparency``.
 
-    Example:
+    Examples:
         >>> import numpy as np, kimi_k3_rs
         >>> out = kimi_k3_rs.preprocess(np.zeros((224, 224, 3), np.uint8),
         ...                             kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG)

@@ -54,7 +54,7 @@ def navit_resize_config(
         KimiK3Error: the reference's side-limit assertion fails, same text, e.g.
             ``token_width 256 * merge_kernel_size 2 > patch_limit_on_one_side 511``.
 
-    Example:
+    Examples:
         >>> from kimi_k3_rs import navit_resize_config
         >>> navit_resize_config(4000, 3000, 14, 2, 16384, 512)["new_width"]
         2073
@@ -95,7 +95,7 @@ def count_image_tokens(sizes: Any, media_proc_cfg: Mapping[str, Any] | MediaProc
         KimiK3Error: the side-limit assertion (see :func:`navit_resize_config`).
         ValueError / TypeError: as :meth:`MediaProcConfig.from_dict`.
 
-    Example:
+    Examples:
         >>> import kimi_k3_rs
         >>> kimi_k3_rs.count_image_tokens([[1920, 1080], [4000, 3000]], kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG).tolist()
         [2691, 4200]

@@ -79,7 +79,7 @@ def timestamp_as_str(timestamp: float, timestamp_mode: Any = "hh:mm:ss.fff") -> 
             other mode; ``OverflowError`` / ``OSError`` as ``datetime.fromtimestamp``
             for a time it cannot represent.
 
-    Example:
+    Examples:
         >>> from kimi_k3_rs.video import timestamp_as_str
         >>> timestamp_as_str(36 / 30.0)
         '00:00:01.199'
@@ -129,7 +129,7 @@ def count_video_chunk_tokens(sizes: Any, media_proc_cfg: Mapping[str, Any] | Med
         TypeError: ``sizes`` are not integers.
         KimiK3Error: the side-limit assertion (see :func:`kimi_k3_rs.navit_resize_config`).
 
-    Example:
+    Examples:
         >>> import kimi_k3_rs
         >>> from kimi_k3_rs.video import count_video_chunk_tokens
         >>> count_video_chunk_tokens([[1280, 720, 4], [1920, 1080, 1]], kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG).tolist()
@@ -202,7 +202,7 @@ def split_video_plan(
         KimiK3Error: ``num_frames`` is not an int >= 1, or ``avg_fps`` not a finite
             number > 0 (the checkpoint asserts both).
 
-    Example:
+    Examples:
         >>> import kimi_k3_rs
         >>> from kimi_k3_rs.video import split_video_plan
         >>> [(p.frame_indices, p.timestamp) for p in split_video_plan(75, 30, kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG)]
@@ -270,10 +270,11 @@ def split_video_frames(
         not copies. The checkpoint's chunks hold PIL images (``Image.fromarray``).
 
     Raises:
-        As :func:`split_video_plan`; :class:`KimiK3Error` when ``frames`` is none of the
-        above or empty; ``ValueError`` for a tensor that is not ``torch.uint8``.
+        KimiK3Error: ``frames`` is none of the above, or empty; and as
+            :func:`split_video_plan` (with its ``ConfigError`` and ``ValueError``).
+        ValueError: a tensor that is not ``torch.uint8``.
 
-    Example:
+    Examples:
         >>> import numpy as np, kimi_k3_rs
         >>> from kimi_k3_rs.video import split_video_frames
         >>> video = np.zeros((75, 72, 128, 3), np.uint8)
