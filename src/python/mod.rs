@@ -514,7 +514,9 @@ mod _native {
         m.add("simd_path", crate::simd::SimdPath::detect().name())?;
         // numpy's C API, loaded now: rust-numpy loads it on first use and
         // panics if that fails, and a first use after a long GIL-free call
-        // can meet a pending KeyboardInterrupt.
+        // can meet a pending KeyboardInterrupt. numpy is imported first, so
+        // that a missing or broken numpy is its ImportError, not a panic.
+        m.py().import("numpy")?;
         numpy::PyArray1::<u8>::zeros(m.py(), 0, false);
         let mut names: Vec<String> = m
             .dict()
