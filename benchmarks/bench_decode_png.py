@@ -1,4 +1,4 @@
-"""Native PNG decoding (the `png` crate) against Pillow's, on two large PNGs.
+"""Native PNG decoding (zlib-rs inflate, as ZipDecode.c) against Pillow's, on two large PNGs.
 
     python benchmarks/bench_decode_png.py [--runs 21]
 

@@ -75,7 +75,7 @@ def test_decode_path_reports_native_for_both_formats_here():
     paths = _native_paths()
     assert set(paths) == {"jpeg", "png"}
     assert paths["jpeg"].startswith("native: libjpeg"), paths
-    assert paths["png"].startswith("native: png crate"), paths
+    assert paths["png"].startswith("native: zlib-rs inflate"), paths
     assert f"agrees with Pillow {Image.__version__}" in paths["jpeg"]
 
 

@@ -2,7 +2,8 @@
 routing of encoded inputs (bytes, data URLs, paths) to the core's decoders.
 
 The core decodes JPEG with the libjpeg-turbo that the installed Pillow links (loaded
-at run time) and PNG with the ``png`` crate, giving the bytes of the checkpoint's
+at run time) and PNG with zlib's inflate (the ``zlib-rs`` port) called as Pillow's
+``ZipDecode.c`` calls it, giving the bytes of the checkpoint's
 ``_to_pil`` (``Image.open`` + ``load``) for the files its headers route natively
 (``_native.route_encoded``); every other file goes to Pillow, as before. On first use
 each format is checked once per process: a small corpus made with Pillow's encoder is
@@ -147,7 +148,7 @@ def _self_check() -> dict[str, tuple[bool, str]]:
     for fmt, key in _FORMATS.items():
         if key in paths:
             continue
-        library_text = jpeg_library if fmt == "JPEG" else "png crate"
+        library_text = jpeg_library if fmt == "JPEG" else "zlib-rs inflate"
         bad, count = _disagreement(fmt)
         if bad is None:
             paths[key] = (True, f"native: {library_text}, agrees with Pillow {PIL.__version__} on {count} files")

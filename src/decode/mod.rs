@@ -9,7 +9,8 @@
 //! where the result is Pillow's by construction.
 //!
 //! Laid out by format: `jpeg.rs` (libjpeg-turbo, loaded at run time from the
-//! library the installed Pillow links) and `png.rs` (the `png` crate).
+//! library the installed Pillow links) and `png.rs` (zlib's inflate, the
+//! `zlib-rs` port, called as Pillow's `ZipDecode.c` calls it).
 
 pub mod jpeg;
 pub mod png;

@@ -1,21 +1,22 @@
-//! PNG through the `png` crate, decoded where Pillow's result is a plain 8-bit
-//! `L`, `LA`, `RGB` or `RGBA` image.
+//! PNG decoded where Pillow's result is a plain 8-bit `L`, `LA`, `RGB` or
+//! `RGBA` image.
 //!
 //! [`route`] walks the chunk list the way `PIL/PngImagePlugin.py` reads it
 //! (`PngImageFile._open` up to the first `IDAT`, `load_read` over the `IDAT`
 //! run, `load_end` up to `IEND`), so that the native decode fails exactly
 //! where Pillow's does: Pillow checks the CRC of every chunk before the first
 //! `IDAT` and of none after it, and reads no further than `IEND`. Anything the
-//! walk cannot vouch for goes to Pillow. [`decode_into`] then reproduces
-//! `libImaging/ZipDecode.c`: rows unfiltered in order, the zlib Adler-32
-//! checked, and a zlib stream that ends early on a row boundary giving zero
-//! rows below it, as Pillow's zero-initialised image does. Where the `png`
-//! crate fails (corrupt or cut data), a slow exact path decides: the stream
-//! inflated as zlib would and unfiltered here (`zipdecode`).
+//! walk cannot vouch for goes to Pillow. [`decode_into`] then is
+//! `libImaging/ZipDecode.c` as `ImageFile.load` drives it: zlib's inflate
+//! (the `zlib-rs` port of it, whose states, checks and error points are
+//! zlib's) fed the `IDAT` data in Pillow's reads, asked for one filtered row
+//! at a time, each row unfiltered as it completes. Its outcome is Pillow's on
+//! every stream: what zlib reads past the last row while it fills it (a bad
+//! symbol, block header or Adler-32 there fails), what it never reads (data in
+//! a later read), a stream that ends early on a row boundary (the rows below
+//! stay zero, as in Pillow's zero-initialised image) or anywhere else (fails).
 
-use std::io::Cursor;
-
-use png::{ColorType, DecodeOptions, Decoder, InterlaceInfo, Transformations};
+use zlib_rs::{Inflate, InflateError, InflateFlush, Status};
 
 use super::{Format, Header, Limits, Route};
 use crate::error::KimiError;
@@ -28,10 +29,11 @@ const TEXT_MEMORY_BOUND: usize = 32 << 20;
 /// `ImageFile.decodermaxblock`: Pillow hands the zlib decoder at most this
 /// many bytes of one `IDAT` chunk at a time.
 const READ_BLOCK: usize = 65536;
-/// Pillow checks the Adler-32 only if the end of the zlib stream reaches it in
-/// the same read as the last row; a read boundary this close to the end of the
-/// `IDAT` data makes that uncertain, so such files go to Pillow.
-const TAIL_GUARD: usize = 64;
+/// zlib's window bits for `inflateInit`, as `ZipDecode.c` and Python's
+/// `zlib.decompressobj()` call it.
+const WINDOW_BITS: u8 = 15;
+/// Bytes of filtered rows inflated by one call in bulk (see [`decode_into`]).
+const BULK: usize = 1 << 16;
 
 fn fail(detail: impl Into<String>) -> KimiError {
     KimiError::Decode {
@@ -58,13 +60,29 @@ fn is_cid(kind: &[u8; 4]) -> bool {
 
 /// Whether zlib `data` inflates to fewer than `MAX_TEXT_CHUNK` bytes or is
 /// corrupt (both fine for `_safe_zlib_decompress`'s callers): `Some(len)`;
-/// `None` where Pillow may raise "Decompressed data too large".
+/// `None` where Pillow raises "Decompressed data too large". That is where
+/// `zlib.decompressobj().decompress(data, MAX_TEXT_CHUNK)` stops at its output
+/// limit with input left over (`unconsumed_tail`): zlib's inflate, stopped
+/// there, neither at the end of the stream nor at an error.
 fn inflated_len(data: &[u8]) -> Option<usize> {
-    use miniz_oxide::inflate::{decompress_to_vec_zlib_with_limit, TINFLStatus};
-    match decompress_to_vec_zlib_with_limit(data, MAX_TEXT_CHUNK - 1) {
-        Ok(v) => Some(v.len()),
-        Err(e) if e.status == TINFLStatus::HasMoreOutput => None,
-        Err(e) => Some(e.output.len()),
+    let mut z = Inflate::new(true, WINDOW_BITS);
+    let mut out = vec![0u8; 1 << 16];
+    let mut input = data;
+    loop {
+        let room = out.len().min(MAX_TEXT_CHUNK - z.total_out() as usize);
+        let (read, written) = (z.total_in(), z.total_out());
+        let status = z.decompress(input, &mut out[..room], InflateFlush::NoFlush);
+        input = &input[(z.total_in() - read) as usize..];
+        // zlib makes progress on every call that returns `Ok` (else `BufError`).
+        let progress = z.total_in() > read || z.total_out() > written;
+        let len = z.total_out() as usize;
+        match status {
+            Ok(Status::Ok | Status::BufError) if len == MAX_TEXT_CHUNK => {
+                return input.is_empty().then_some(len);
+            }
+            Ok(Status::Ok) if !input.is_empty() && progress => {}
+            _ => return Some(len),
+        }
     }
 }
 
@@ -105,8 +123,8 @@ struct Walk {
     height: u32,
     depth: u8,
     color: u8,
+    interlaced: bool,
     trns: bool,
-    plte: bool,
     orientation: bool,
     text_memory: usize,
     frames: Option<u32>,
@@ -123,6 +141,7 @@ impl Walk {
             return broken("truncated IHDR chunk");
         }
         (self.width, self.height, self.depth, self.color) = (be32(s), be32(&s[4..]), s[8], s[9]);
+        self.interlaced = s[12] == 1;
         if s[11] != 0 {
             return broken("unknown filter category");
         }
@@ -137,9 +156,8 @@ impl Walk {
         let len = s.len();
         match kind {
             b"IHDR" => return pillow("repeated IHDR"),
-            // The png crate takes one PLTE of 3..=768 bytes (Pillow ignores it for RGB).
-            b"PLTE" if self.plte || !(3..=768).contains(&len) => return pillow("unusual PLTE"),
-            b"PLTE" => self.plte = true,
+            // `chunk_PLTE` keeps a palette for a "P" image only.
+            b"PLTE" => {}
             b"tRNS" if matches!(self.color, 0 | 2) => self.trns = true,
             b"gAMA" if len < 4 => return broken("truncated gAMA chunk"),
             b"sRGB" if len < 1 => return broken("truncated sRGB chunk"),
@@ -229,27 +247,6 @@ fn split_nul(s: &[u8]) -> (&[u8], &[u8]) {
     }
 }
 
-/// Whether a Pillow read boundary (an `IDAT` chunk's end, or every
-/// `READ_BLOCK` bytes within one) lies within `TAIL_GUARD` bytes before the
-/// end of the `IDAT` data `idat` (data ranges in file order).
-fn boundary_near_end(idat: &[(usize, usize)]) -> bool {
-    let mut tail = 0; // bytes of IDAT data after the current chunk
-    for &(start, end) in idat.iter().rev().filter(|(s, e)| e > s) {
-        let len = end - start;
-        let last_block = (len - 1) / READ_BLOCK * READ_BLOCK;
-        if (tail > 0 && tail < TAIL_GUARD)
-            || (last_block > 0 && tail + len - last_block < TAIL_GUARD)
-        {
-            return true;
-        }
-        tail += len;
-        if tail >= TAIL_GUARD {
-            break;
-        }
-    }
-    false
-}
-
 /// The body of the chunk whose data starts at `at`, `n` bytes, if all there.
 fn body(data: &[u8], at: usize, n: usize) -> Option<&[u8]> {
     data.get(at..at.checked_add(n)?)
@@ -267,7 +264,7 @@ fn walk(data: &[u8]) -> Result<Walk, Stop> {
         if !is_cid(&kind) {
             return broken("broken PNG file (bad chunk type)");
         }
-        // Pillow takes other orders; the png crate wants IHDR first, once.
+        // Pillow takes other orders; the walk reads one IHDR, the first chunk.
         if (pos == 8) != (&kind == b"IHDR") {
             return pillow(if pos == 8 {
                 "IHDR not first"
@@ -345,12 +342,14 @@ fn verdict(w: &Walk) -> Route {
         (16, _) => "16-bit PNG",
         (1 | 2 | 4, _) => "1/2/4-bit grey PNG",
         (8, 0 | 2) if w.trns => "tRNS",
-        _ if w.width > i32::MAX as u32 || w.height > i32::MAX as u32 => {
-            "PNG over 2^31 pixels a side"
-        }
-        _ if boundary_near_end(&w.idat) => "IDAT split near its end",
         (_, color) => {
             let channels = [1, 0, 3, 0, 2, 0, 4][usize::from(color)];
+            // `decode.c: _setimage` refuses rows over `INT_MAX` bits (MemoryError).
+            if w.height > i32::MAX as u32
+                || u64::from(w.width) > i32::MAX as u64 / (8 * channels as u64) - 7
+            {
+                return Route::Pillow("PNG rows over 2^31 bits");
+            }
             let (width, height) = (w.width as usize, w.height as usize);
             return Route::Native(Header {
                 format: Format::Png,
@@ -392,33 +391,90 @@ pub fn route(data: &[u8], exif_transpose: bool) -> Result<Route, KimiError> {
 const ADAM7: [(usize, usize, usize, usize); 7] =
     [(0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2)];
 
-/// The filtered row lengths (filter byte included) of the image in zlib
-/// stream order: `height` rows, or the rows of the non-empty Adam7 passes.
-fn raw_rows(h: &Header, interlaced: bool) -> impl Iterator<Item = usize> {
+/// One filtered row of the zlib stream: its image row, first column and
+/// column step, and its pixels' bytes (the filter byte not counted).
+#[derive(Clone, Copy)]
+struct RawRow {
+    y: usize,
+    x0: usize,
+    dx: usize,
+    len: usize,
+    /// The first row of its pass (the row above it reads as zeros).
+    first: bool,
+}
+
+/// The rows of the image in zlib stream order, as `ZipDecode.c` walks them:
+/// `height` rows, or the rows of each non-empty Adam7 pass.
+fn raw_rows(h: &Header, interlaced: bool) -> impl Iterator<Item = RawRow> + Clone {
     let (w, ht, c) = (h.width, h.height, h.channels);
     let passes: &[_] = if interlaced { &ADAM7 } else { &[(0, 0, 1, 1)] };
     passes.iter().flat_map(move |&(x0, y0, dx, dy)| {
         let cols = w.saturating_sub(x0).div_ceil(dx);
-        let rows = if cols == 0 {
-            0
-        } else {
-            ht.saturating_sub(y0).div_ceil(dy)
-        };
-        std::iter::repeat_n(1 + cols * c, rows)
+        let rows = if cols == 0 { 0..0 } else { y0..ht };
+        rows.step_by(dy).map(move |y| RawRow {
+            y,
+            x0,
+            dx,
+            len: cols * c,
+            first: y == y0,
+        })
     })
+}
+
+/// Pillow's reads of the `IDAT` run (`ImageFile.load` through
+/// `PngImageFile.load_read`): each chunk's data from its start in pieces of
+/// at most [`READ_BLOCK`] bytes; an empty chunk gives none.
+fn reads(idat: &[(usize, usize)]) -> impl Iterator<Item = (usize, usize)> + '_ {
+    idat.iter().flat_map(|&(start, end)| {
+        (start..end)
+            .step_by(READ_BLOCK)
+            .map(move |at| (at, end.min(at + READ_BLOCK)))
+    })
+}
+
+/// The end of the room for one bulk inflate call in a buffer of `cap` bytes
+/// whose first row is the next of `rows`: whole rows (filter byte included)
+/// that fit, short of the image's last; `None` where no row qualifies.
+fn bulk_room(rows: impl Iterator<Item = RawRow>, cap: usize) -> Option<usize> {
+    let mut rows = rows.peekable();
+    let mut end = 0;
+    while let Some(r) = rows.next() {
+        if rows.peek().is_none() || end + r.len + 1 > cap {
+            break;
+        }
+        end += r.len + 1;
+    }
+    (end > 0).then_some(end)
 }
 
 /// Decode a PNG whose [`route`] was `Route::Native(header)` into `out`
 /// (`header.decoded_len()` bytes, HWC, rows top to bottom): the bytes of
 /// `np.asarray(Image.open(...))`.
 ///
-/// The `png` crate with no transformations, each row straight into `out`
-/// (Adam7 rows scattered into place). As `ZipDecode.c`: chunk CRCs after the
-/// first `IDAT` are not checked, the Adler-32 is, data after the last row is
-/// ignored, and a zlib stream that ends on a row boundary leaves the rows
-/// below it zero. `limits` has nothing for PNG; the crate's own allocations
-/// are capped at one row plus the file's size. Only after the crate fails,
-/// the exact slow path allocates the `IDAT` data and the filtered image once.
+/// `ZipDecode.c` as `ImageFile.load` drives it: zlib's inflate is called with
+/// each of Pillow's reads of the `IDAT` data and room for the rest of one
+/// filtered row, again while the read lasts; a row that completes is
+/// unfiltered (Adam7 rows scattered into place). Decoding ends well when the
+/// last row completes, or when the call that completes a row also reaches the
+/// end of the zlib stream (the rows below stay zero); it fails at any zlib
+/// error (including one zlib meets after the last row's bytes, in the symbols
+/// it reads while it fills the row), at an unknown filter type, or when the
+/// reads run out first. Chunk CRCs after the first `IDAT` are not checked, as
+/// Pillow checks none.
+///
+/// Room for one row at a time matters only at the end of a read (zlib stops
+/// at a row's end with a decoded symbol waiting when the read is used up, so
+/// the next row completes in the next read, or never) and for the last row
+/// (zlib reads on after it only as far as the read goes). Elsewhere, before
+/// the last byte of a read and short of the last row, a call gets room for
+/// up to 64 KiB of rows: zlib decodes the same symbols from the same
+/// bits whatever the room, so the same rows complete in the same reads and the
+/// same errors are met. Where such a call ends on a row's end, a call with no
+/// room reads on first, as Pillow's call that filled the row would. A stream
+/// end then counts where a row completed in the same read with nothing written
+/// since (the call that completes a row reads on to the end of the stream
+/// while its read lasts). `limits` has nothing for PNG; memory: 64 KiB
+/// (or a row), two rows for Adam7, and zlib's 32 KiB window.
 ///
 /// # Errors
 /// `KimiError::Decode` for corrupt or truncated data, or a header that does
@@ -433,169 +489,247 @@ pub fn decode_into(
     if out.len() != header.decoded_len()? || header.format != Format::Png {
         return Err(fail("output buffer does not match the header"));
     }
-    let mut options = DecodeOptions::default();
-    options.set_ignore_crc(true);
-    options.set_ignore_adler32(false);
-    options.set_ignore_text_chunk(true);
-    options.set_ignore_iccp_chunk(true);
-    let mut decoder = Decoder::new_with_options(Cursor::new(data), options);
-    let stride = header.width * header.channels;
-    decoder.set_limits(png::Limits {
-        bytes: stride.saturating_add(data.len()).saturating_add(1 << 16),
-    });
-    decoder.set_transformations(Transformations::IDENTITY);
-    let mut reader = decoder.read_info().map_err(|e| fail(e.to_string()))?;
-    let info = reader.info();
-    let interlaced = info.interlaced;
-    let color = [
-        ColorType::Grayscale,
-        ColorType::GrayscaleAlpha,
-        ColorType::Rgb,
-        ColorType::Rgba,
-    ]
-    .get(header.channels.wrapping_sub(1));
-    let found = (
-        info.width as usize,
-        info.height as usize,
-        Some(&info.color_type),
-    );
-    if found != (header.width, header.height, color) || info.bit_depth != png::BitDepth::Eight {
-        return Err(fail("file does not match the header"));
-    }
-    let rows = raw_rows(header, interlaced).count();
-    if interlaced {
-        out.fill(0);
-    }
-    for done in 0..rows {
-        let row = if interlaced {
-            reader
-                .next_interlaced_row()
-                .map(|r| match r.map(|r| (r.data(), *r.interlace())) {
-                    Some((px, InterlaceInfo::Adam7(pass))) => {
-                        png::expand_interlaced_row(
-                            out,
-                            stride,
-                            px,
-                            &pass,
-                            8 * header.channels as u8,
-                        );
-                        true
-                    }
-                    _ => false,
-                })
-        } else {
-            reader
-                .read_row(&mut out[done * stride..][..stride])
-                .map(|r| r.is_some())
-        };
-        match row {
-            Ok(true) => {}
-            Ok(false) => return Err(fail("fewer rows than the header says")),
-            Err(e) => {
-                // Running out of data is Pillow's "image file is truncated" (`ImageFile.load`).
-                let text = match &e {
-                    png::DecodingError::IoError(io)
-                        if io.kind() == std::io::ErrorKind::UnexpectedEof =>
-                    {
-                        "image file is truncated".to_owned()
-                    }
-                    _ => e.to_string(),
-                };
-                return zipdecode(data, header, interlaced, out).ok_or_else(|| fail(text));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// After the crate failed (it inflates with some lookahead, so it cannot
-/// finish every cut stream zlib can): `ZipDecode.c`'s own
-/// result, by inflating what there is (`miniz_oxide`, as zlib: every symbol
-/// the input holds) and unfiltering here. Pillow succeeds where all rows
-/// inflate, or where the stream ends cleanly on a row boundary after at least
-/// one row (the rows below stay zero); `None` where it fails.
-fn zipdecode(data: &[u8], header: &Header, interlaced: bool, out: &mut [u8]) -> Option<()> {
-    use miniz_oxide::inflate::stream::{inflate, InflateState};
-    use miniz_oxide::{DataFormat, MZError, MZFlush, MZStatus};
-    let w = walk(data).ok()?;
-    let stream: Vec<u8> = w
-        .idat
-        .iter()
-        .flat_map(|&(s, e)| &data[s..e])
-        .copied()
-        .collect();
-    let total: usize = raw_rows(header, interlaced).sum();
-    // One byte spare, so that a full image is not a full buffer: zlib reads on.
-    let mut raw = vec![0u8; total.checked_add(1)?];
-    let mut state = InflateState::new_boxed(DataFormat::Zlib);
-    let r = inflate(&mut state, &stream, &mut raw, MZFlush::None);
-    let mut rows = 0;
-    let mut at = 0;
-    for len in raw_rows(header, interlaced) {
-        if at + len > r.bytes_written {
-            break;
-        }
-        (rows, at) = (rows + 1, at + len);
-    }
-    let whole =
-        at == total || (r.status == Ok(MZStatus::StreamEnd) && at == r.bytes_written && rows > 0);
-    if r.status == Err(MZError::Data) || !whole {
-        return None;
-    }
-    out.fill(0);
-    let (c, stride) = (header.channels, header.width * header.channels);
-    let passes: &[_] = if interlaced { &ADAM7 } else { &[(0, 0, 1, 1)] };
-    let (mut row, mut prev) = (Vec::new(), Vec::new());
-    let mut lines = raw[..at].iter();
-    for &(x0, y0, dx, dy) in passes {
-        let cols = header.width.saturating_sub(x0).div_ceil(dx);
-        prev.clear();
-        prev.resize(cols * c, 0);
-        for y in (y0..header.height)
-            .step_by(dy)
-            .take(if cols == 0 { 0 } else { usize::MAX })
-        {
-            let Some(&filter) = lines.next() else {
-                return Some(());
+    let w = match walk(data) {
+        Ok(w) if verdict(&w) == Route::Native(*header) => w,
+        _ => return Err(fail("file does not match the header")),
+    };
+    let mut rows = raw_rows(header, w.interlaced).peekable();
+    let mut sink = Sink::new(out, header, w.interlaced);
+    // Filtered rows, the first from the buffer's start: `filled` bytes so far.
+    let mut buf = vec![0u8; BULK.max(sink.stride + 1)];
+    let mut filled = 0;
+    let mut z = Inflate::new(true, WINDOW_BITS);
+    let mut bulk = None;
+    for (start, end) in reads(&w.idat) {
+        let mut input = &data[start..end];
+        let mut completed = false; // a row completed in this read
+        while let (false, Some(&r)) = (input.is_empty(), rows.peek()) {
+            // After a bulk call that ended on a row's end, read on with no room
+            // first, as Pillow's call that filled the row would.
+            let lookahead = bulk.is_some() && filled == 0;
+            bulk = (input.len() > 1 && !lookahead)
+                .then(|| bulk_room(rows.clone(), buf.len()))
+                .flatten();
+            let (given, room) = match bulk {
+                Some(room) => (input.len() - 1, room),
+                None if lookahead => (input.len(), 0),
+                None => (input.len(), r.len + 1),
             };
-            row.clear();
-            row.extend(lines.by_ref().take(cols * c));
-            unfilter(filter, &mut row, &prev, c)?;
-            for (j, px) in row.chunks_exact(c).enumerate() {
-                out[y * stride + (x0 + j * dx) * c..][..c].copy_from_slice(px);
+            let (read, written) = (z.total_in(), z.total_out());
+            let status = z.decompress(
+                &input[..given],
+                &mut buf[filled..room],
+                InflateFlush::NoFlush,
+            );
+            input = &input[(z.total_in() - read) as usize..];
+            filled += (z.total_out() - written) as usize;
+            let stream_end = match status {
+                Ok(Status::Ok) => false,
+                Ok(Status::StreamEnd) => true,
+                // Nothing to read with no room (a symbol already waits for it).
+                Ok(Status::BufError) if lookahead => false,
+                // zlib's `Z_NEED_DICT` (2) is no error to `ZipDecode.c`: no
+                // row ever completes, so the reads run out.
+                Err(InflateError::NeedDict { .. }) => break,
+                Ok(Status::BufError) | Err(_) => {
+                    return Err(fail("broken data stream when reading image file"))
+                }
+            };
+            let mut at = 0;
+            while let Some(&r) = rows.peek().filter(|r| filled - at > r.len) {
+                if !sink.row(&r, &buf[at..=at + r.len]) {
+                    return Err(fail(
+                        "unrecognized data stream contents when reading image file",
+                    ));
+                }
+                (at, completed) = (at + r.len + 1, true);
+                rows.next();
             }
-            std::mem::swap(&mut row, &mut prev);
+            buf.copy_within(at..filled, 0);
+            filled -= at;
+            if rows.peek().is_none() {
+                return Ok(());
+            }
+            if stream_end && filled == 0 && completed {
+                // The rest stay zero, as in Pillow's zero-initialised image.
+                rows.for_each(|r| sink.zero(&r));
+                return Ok(());
+            }
+            if stream_end || (bulk.is_none() && !lookahead && filled <= r.len) {
+                break; // `ZipDecode.c`: more input needed, the read is done
+            }
         }
     }
-    Some(())
+    Err(fail("image file is truncated"))
 }
 
-/// Undo PNG filter `f` on `row` given the row above (`ZipDecode.c`'s
-/// predictors, `bpp` bytes per pixel); `None` for an unknown filter type.
-fn unfilter(f: u8, row: &mut [u8], prev: &[u8], bpp: usize) -> Option<()> {
-    for i in 0..row.len() {
-        let (a, b) = (if i >= bpp { row[i - bpp] } else { 0 }, prev[i]);
-        let c = if i >= bpp { prev[i - bpp] } else { 0 };
-        row[i] = row[i].wrapping_add(match f {
-            0 => 0,
-            1 => a,
-            2 => b,
-            3 => ((u16::from(a) + u16::from(b)) / 2) as u8,
-            4 => {
-                let (ia, ib, ic) = (i16::from(a), i16::from(b), i16::from(c));
-                let (pa, pb, pc) = ((ib - ic).abs(), (ia - ic).abs(), (ia + ib - 2 * ic).abs());
-                if pa <= pb && pa <= pc {
-                    a
-                } else if pb <= pc {
-                    b
-                } else {
-                    c
+/// Where `decode_into` puts each row it unfilters: straight into the image
+/// (the row above is the image row before it), or for Adam7 into a row of its
+/// pass (the row above is the pass's row before it), then into place.
+struct Sink<'a> {
+    out: &'a mut [u8],
+    c: usize,
+    stride: usize,
+    interlaced: bool,
+    /// The row above a pass's first.
+    zeros: Vec<u8>,
+    /// Adam7: this row of the pass, and the one before it.
+    cur: Vec<u8>,
+    prev: Vec<u8>,
+}
+
+impl<'a> Sink<'a> {
+    fn new(out: &'a mut [u8], header: &Header, interlaced: bool) -> Self {
+        let stride = header.width * header.channels;
+        let pass_row = if interlaced { stride } else { 0 };
+        Self {
+            out,
+            c: header.channels,
+            stride,
+            interlaced,
+            zeros: vec![0; stride],
+            cur: vec![0; pass_row],
+            prev: vec![0; pass_row],
+        }
+    }
+
+    /// Unfilter row `r` (`filtered`: its filter byte, then its bytes) into
+    /// place; false for an unknown filter type.
+    fn row(&mut self, r: &RawRow, filtered: &[u8]) -> bool {
+        let (filter, raw) = (filtered[0], &filtered[1..]);
+        if !self.interlaced {
+            let (before, rest) = self.out.split_at_mut(r.y * self.stride);
+            let above = if r.first {
+                &self.zeros[..]
+            } else {
+                &before[before.len() - self.stride..]
+            };
+            return unfilter(filter, raw, above, &mut rest[..self.stride], self.c);
+        }
+        let above = if r.first {
+            &self.zeros[..r.len]
+        } else {
+            &self.prev[..r.len]
+        };
+        if !unfilter(filter, raw, above, &mut self.cur[..r.len], self.c) {
+            return false;
+        }
+        let line = &mut self.out[r.y * self.stride..][..self.stride];
+        place(line, r, self.c, Some(&self.cur[..r.len]));
+        std::mem::swap(&mut self.cur, &mut self.prev);
+        true
+    }
+
+    /// Zeros where row `r`'s pixels go.
+    fn zero(&mut self, r: &RawRow) {
+        place(
+            &mut self.out[r.y * self.stride..][..self.stride],
+            r,
+            self.c,
+            None,
+        );
+    }
+}
+
+/// Put the pixels of row `r` (`bytes`, or zeros for `None`) into `line`, the
+/// image row it belongs to (`c` bytes a pixel).
+fn place(line: &mut [u8], r: &RawRow, c: usize, bytes: Option<&[u8]>) {
+    match bytes {
+        Some(bytes) if r.dx == 1 => line.copy_from_slice(bytes),
+        None if r.dx == 1 => line.fill(0),
+        _ => {
+            let pixels = line[r.x0 * c..].chunks_mut(r.dx * c).take(r.len / c);
+            for (j, px) in pixels.enumerate() {
+                match bytes {
+                    Some(bytes) => px[..c].copy_from_slice(&bytes[j * c..][..c]),
+                    None => px[..c].fill(0),
                 }
             }
-            _ => return None,
-        });
+        }
     }
-    Some(())
+}
+
+/// Undo PNG filter `filter` on `raw` into `dst` given the row above, as
+/// `ZipDecode.c`'s predictors do (`bpp` bytes a pixel, 1 to 4); false for an
+/// unknown filter type.
+fn unfilter(filter: u8, raw: &[u8], above: &[u8], dst: &mut [u8], bpp: usize) -> bool {
+    match bpp {
+        1 => unfilter_pixels::<1, 1>(filter, raw, above, dst),
+        2 => unfilter_pixels::<2, 2>(filter, raw, above, dst),
+        3 => unfilter_pixels::<3, 4>(filter, raw, above, dst),
+        4 => unfilter_pixels::<4, 4>(filter, raw, above, dst),
+        _ => false,
+    }
+}
+
+/// [`unfilter`] for `B` bytes a pixel (lengths multiples of `B`).
+fn unfilter_pixels<const B: usize, const L: usize>(
+    filter: u8,
+    raw: &[u8],
+    above: &[u8],
+    dst: &mut [u8],
+) -> bool {
+    match filter {
+        0 => dst.copy_from_slice(raw),
+        1 => predict::<B, L>(raw, above, dst, |a, _, _| a),
+        2 => {
+            for ((d, &x), &b) in dst.iter_mut().zip(raw).zip(above) {
+                *d = x.wrapping_add(b);
+            }
+        }
+        3 => predict::<B, L>(raw, above, dst, |a, b, _| (a + b) / 2),
+        4 => predict::<B, L>(raw, above, dst, paeth),
+        _ => return false,
+    }
+    true
+}
+
+/// `dst` = `raw` plus `predictor(a, b, c)`, one pixel of `B` bytes at a time,
+/// from the byte to its left (`a`, in `dst`), above (`b`) and above-left
+/// (`c`). A pixel is held in `L >= B` lanes (those past `B` stay zero) so that
+/// its arithmetic fits one vector register.
+fn predict<const B: usize, const L: usize>(
+    raw: &[u8],
+    above: &[u8],
+    dst: &mut [u8],
+    predictor: impl Fn(i16, i16, i16) -> i16,
+) {
+    let pixels = dst.as_chunks_mut::<B>().0.iter_mut();
+    let pixels = pixels
+        .zip(raw.as_chunks::<B>().0)
+        .zip(above.as_chunks::<B>().0);
+    let (mut a, mut c) = ([0i16; L], [0i16; L]);
+    for ((px, x), up) in pixels {
+        let mut b = [0i16; L];
+        for k in 0..B {
+            b[k] = i16::from(up[k]);
+        }
+        let mut pred = [0i16; L];
+        for k in 0..L {
+            pred[k] = predictor(a[k], b[k], c[k]);
+        }
+        for k in 0..B {
+            px[k] = x[k].wrapping_add(pred[k] as u8);
+            a[k] = i16::from(px[k]);
+        }
+        c = b;
+    }
+}
+
+/// `ZipDecode.c`'s Paeth predictor: the one of `a`, `b`, `c` closest to
+/// `a + b - c`, ties to `a`, then `b`. Computed as stb_image does, without
+/// branches: `a + b - c` is nearest the smaller of `a` and `b` below
+/// `3c - (a + b)`, the larger above it, else `c` (the test checks every
+/// triple against the definition).
+fn paeth(a: i16, b: i16, c: i16) -> i16 {
+    let threshold = 3 * c - (a + b);
+    let (lo, hi) = (a.min(b), a.max(b));
+    let t = if hi <= threshold { lo } else { c };
+    if threshold <= lo {
+        hi
+    } else {
+        t
+    }
 }
 
 #[cfg(test)]
