@@ -18,6 +18,7 @@ import io
 import random
 import struct
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -91,8 +92,6 @@ def encode(a: np.ndarray, interlace: bool, split: int | None = None, level: int 
             raw += filtered(sub.reshape(sub.shape[0], -1), c)
     z = zlib.compress(raw, level)
     parts = [z] if split is None else [z[i : i + split] for i in range(0, len(z), split)]
-    if len(parts) > 1 and len(parts[-1]) < 64:  # else Pillow may not check the Adler-32: see below
-        parts[-2:] = [parts[-2] + parts[-1]]
     head = struct.pack(">IIBBBBB", w, h, 8, COLOR_TYPE[c], 0, 0, int(interlace))
     return SIG + chunk(b"IHDR", head) + b"".join(chunk(b"IDAT", p) for p in parts) + chunk(b"IEND", b"")
 
@@ -298,15 +297,201 @@ def test_adler_flip_fails_like_pillow() -> None:
             assert check(flip(data, at)) == "error"
 
 
-def test_adler_in_an_idat_of_its_own_goes_to_pillow() -> None:
-    # Pillow reads no further than the last row there, so it never sees the checksum.
+def test_adler_in_an_idat_of_its_own_is_never_read() -> None:
+    # Pillow reads one chunk at a time and stops at the last row, so it never
+    # sees the checksum (issue #21: this file went to Pillow, now it is decoded
+    # natively, as Pillow decodes it).
     a = np.asarray(photo("RGB", 20, 10))
     z = bytearray(zlib.compress(filtered(a.reshape(10, -1), 3)))
     z[-1] ^= 1
     head = chunk(b"IHDR", struct.pack(">IIBBBBB", 20, 10, 8, 2, 0, 0, 0))
     data = SIG + head + chunk(b"IDAT", bytes(z[:-4])) + chunk(b"IDAT", bytes(z[-4:])) + chunk(b"IEND", b"")
-    assert isinstance(pillow(data), np.ndarray)
-    assert reason(data) == "IDAT split near its end"
+    assert np.array_equal(pillow(data), a)
+    assert check(data) == "native"
+
+
+def test_idat_splits_near_the_end_are_decoded_as_pillow_reads_them() -> None:
+    # Every split of the zlib stream into two chunks in its last 40 bytes, with
+    # the Adler-32 intact or damaged: where Pillow's read that completes the
+    # last row ends decides what zlib sees (issue #21: these went to Pillow).
+    for data in (save(photo("RGB", 23, 11)), encode(np.asarray(photo("LA", 9, 7)), interlace=True)):
+        chunks_ = chunks(data)
+        pos, n = next((p, n) for k, p, n in chunks_ if k == b"IDAT")
+        z = data[pos + 8 : pos + n - 4]
+        seen = {"native": 0, "pillow": 0, "error": 0}
+        for damage in (0, 1):
+            zz = z[:-1] + bytes([z[-1] ^ damage])
+            for cut in range(len(zz) - 40, len(zz) + 1):
+                split = data[:pos] + chunk(b"IDAT", zz[:cut]) + chunk(b"IDAT", zz[cut:]) + data[pos + n :]
+                seen[check(split)] += 1
+        assert seen["pillow"] == 0 and seen["native"] > 40 and seen["error"] > 0, seen
+
+
+class Bits:
+    """Deflate bits, least significant first (RFC 1951 3.1.1)."""
+
+    def __init__(self) -> None:
+        self.bits: list[int] = []
+
+    def put(self, value: int, n: int) -> Bits:  # header fields, extra bits
+        self.bits += [(value >> i) & 1 for i in range(n)]
+        return self
+
+    def code(self, value: int, n: int) -> Bits:  # a Huffman code, most significant bit first
+        self.bits += [(value >> i) & 1 for i in reversed(range(n))]
+        return self
+
+    def fixed(self, sym: int) -> Bits:  # a symbol of the fixed literal/length code
+        if sym < 144:
+            return self.code(0x30 + sym, 8)
+        if sym < 256:
+            return self.code(0x190 + sym - 144, 9)
+        return self.code(sym - 256, 7) if sym < 280 else self.code(0xC0 + sym - 280, 8)
+
+    def block(self, last: bool, kind: int) -> Bits:
+        return self.put(int(last), 1).put(kind, 2)
+
+    def align(self) -> Bits:
+        self.bits += [0] * (-len(self.bits) % 8)
+        return self
+
+    def literals(self, raw: bytes) -> Bits:
+        self.block(False, 1)
+        for x in raw:
+            self.fixed(x)
+        return self
+
+    def stream(self, raw: bytes) -> bytes:
+        """A zlib stream: header, these bits, then the Adler-32 of ``raw``."""
+        self.align()
+        body = bytes(sum(b << i for i, b in enumerate(self.bits[k : k + 8])) for k in range(0, len(self.bits), 8))
+        return b"\x78\x01" + body + struct.pack(">I", zlib.adler32(raw))
+
+
+def la_pixel(z: bytes) -> bytes:
+    """A 1x1 LA PNG of the zlib stream ``z``."""
+    return SIG + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 4, 0, 0, 0)) + chunk(b"IDAT", z) + chunk(b"IEND", b"")
+
+
+def test_the_issue_21_file_fails_as_in_pillow() -> None:
+    # A 1x1 LA pixel, then an invalid distance code: zlib reads it while it fills the row.
+    data = la_pixel(bytes.fromhex("789c639850067f01990107"))
+    ref = pillow(data)
+    assert isinstance(ref, OSError) and "broken data stream" in str(ref)
+    assert check(data) == "error"
+    with pytest.raises(kimi_k3_rs.ImageError, match="broken data stream"):
+        kimi_k3_rs.preprocess(data, kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG)
+
+
+PIXEL = b"\0\xc8\x64"  # filter 0, grey 200, alpha 100
+#: What follows the pixel's literals in the zlib stream, and whether Pillow decodes the file.
+TAILS: dict[str, tuple[Callable[[Bits], Bits], bool]] = {
+    "end of stream": (lambda b: b.fixed(256).block(True, 1).fixed(256), True),
+    "a literal, then an invalid block": (lambda b: b.fixed(7).block(True, 3), True),
+    "a match too far back": (lambda b: b.fixed(257).code(29, 5).put(0, 13).block(True, 3), True),
+    "an invalid distance code": (lambda b: b.fixed(257).code(30, 5), False),
+    "an invalid literal/length code": (lambda b: b.fixed(286), False),
+    "an invalid block type": (lambda b: b.fixed(256).block(False, 3), False),
+    "bad stored block lengths": (lambda b: b.fixed(256).block(False, 0).align().put(5, 16).put(5, 16), False),
+    "too many length codes": (lambda b: b.fixed(256).block(False, 2).put(30, 5), False),
+    "an empty stored block, then the end": (
+        lambda b: b.fixed(256).block(False, 0).align().put(0, 16).put(0xFFFF, 16).block(True, 1).fixed(256),
+        True,
+    ),
+    "a stored byte, then an invalid block": (
+        lambda b: b.fixed(256).block(False, 0).align().put(1, 16).put(0xFFFE, 16).put(255, 8).block(True, 3),
+        True,
+    ),
+}
+
+
+@pytest.mark.parametrize("tail", list(TAILS))
+def test_what_follows_the_last_row_fails_where_zlib_reads_it(tail: str) -> None:
+    make, ok = TAILS[tail]
+    data = la_pixel(make(Bits().literals(PIXEL)).stream(PIXEL))
+    assert isinstance(pillow(data), np.ndarray) == ok  # the case is what it says
+    assert check(data) == ("native" if ok else "error")
+
+
+def test_bit_flips_after_the_last_row() -> None:
+    # Every bit of the last 12 bytes of the zlib stream (the last symbols, the
+    # Adler-32) of small files: the native outcome is Pillow's every time.
+    seen = {"native": 0, "pillow": 0, "error": 0}
+    for mode, w, h in (("LA", 1, 1), ("RGB", 5, 3), ("L", 7, 2), ("RGBA", 3, 3)):
+        data = save(photo(mode, w, h))
+        pos, n = next((p, n) for k, p, n in chunks(data) if k == b"IDAT")
+        for at in range(pos + n - 16, pos + n - 4):
+            for bit in range(8):
+                bad = flip(data, at, bit)
+                body = bad[pos + 4 : pos + n - 4]
+                seen[check(bad[: pos + n - 4] + struct.pack(">I", zlib.crc32(body)) + bad[pos + n :])] += 1
+    assert seen["native"] > 20 and seen["error"] > 100, seen
+
+
+def test_a_stream_end_on_a_row_boundary_counts_in_the_read_of_its_row() -> None:
+    # A 1x2 L image whose stream ends after row 0: Pillow leaves row 1 zero when
+    # the same read holds the end of the stream, and fails when a later one does.
+    raw = b"\0\x4d"
+    z = Bits().literals(raw).fixed(256).block(True, 1).fixed(256).stream(raw)
+    head = chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 2, 8, 0, 0, 0, 0))
+    whole = SIG + head + chunk(b"IDAT", z) + chunk(b"IEND", b"")
+    assert np.array_equal(pillow(whole), [[77], [0]])
+    assert check(whole) == "native"
+    split = SIG + head + chunk(b"IDAT", z[:-4]) + chunk(b"IDAT", z[-4:]) + chunk(b"IEND", b"")
+    assert isinstance(pillow(split), OSError)
+    assert check(split) == "error"
+
+
+def test_a_row_zlib_holds_back_at_the_end_of_a_read_completes_in_the_next() -> None:
+    # A 2x3 L image: row 0 in literals, row 1 a match whose bits end the first
+    # IDAT chunk, then the end of the stream in the second. Pillow's call that
+    # fills row 0 reads the match with no room for it and its read is over, so
+    # row 1 completes in the second read, in the call that also reads the end
+    # of the stream: row 2 stays zero. Split one chunk later, the end of the
+    # stream is read with row 1 in the first read, and after it in the second.
+    raw = b"\0\5\6\0\5\6"
+    bits = Bits().literals(raw[:3]).fixed(257).code(2, 5)
+    assert len(bits.bits) == 39  # the match ends in byte 5 of the deflate data
+    z = bits.fixed(256).block(True, 1).fixed(256).stream(raw)
+    head = chunk(b"IHDR", struct.pack(">IIBBBBB", 2, 3, 8, 0, 0, 0, 0))
+    for cut, ok in ((7, True), (8, False), (len(z), True)):
+        data = SIG + head + chunk(b"IDAT", z[:cut]) + chunk(b"IDAT", z[cut:]) + chunk(b"IEND", b"")
+        ref = pillow(data)
+        assert isinstance(ref, np.ndarray) == ok, cut
+        if ok:
+            assert ref.tolist() == [[5, 6], [5, 6], [0, 0]]
+        assert check(data) == ("native" if ok else "error")
+
+
+def test_pillows_64_kib_reads_bound_what_zlib_reads_after_the_last_row() -> None:
+    # 81 rows of 808 grey pixels in a stored block that ends at byte 65536 of the
+    # IDAT data, then an invalid block: Pillow's read of the last row ends before
+    # it. An empty stored block in front moves the last row into the next read.
+    w, h = 808, 81
+    a = np.asarray(photo("L", w, h))
+    raw = b"".join(b"\0" + row.tobytes() for row in a)
+    assert len(raw) == 65536 - 7
+
+    def stored(b: Bits, data: bytes) -> Bits:
+        b.block(False, 0).align().put(len(data), 16).put(~len(data) & 0xFFFF, 16)
+        for x in data:
+            b.put(x, 8)
+        return b
+
+    head = chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0))
+    for empty_first, ok in ((False, True), (True, False)):
+        bits = stored(Bits(), b"") if empty_first else Bits()
+        data = SIG + head + chunk(b"IDAT", stored(bits, raw).block(True, 3).stream(raw)) + chunk(b"IEND", b"")
+        assert isinstance(pillow(data), np.ndarray) == ok
+        assert check(data) == ("native" if ok else "error")
+
+
+@pytest.mark.parametrize("plte", [[b""], [b"\1\2"], [b"\0" * 3, b"\xff" * 6], [b"\7" * 1000]])
+def test_plte_chunks_of_non_palette_images_are_ignored(plte: list[bytes]) -> None:
+    # PngStream.chunk_PLTE keeps a palette for "P" only (they went to Pillow).
+    data = save(photo("RGBA", 12, 5))
+    data = data[:33] + b"".join(chunk(b"PLTE", p) for p in plte) + data[33:]
+    assert check(data) == "native"
 
 
 def test_bit_flips_in_the_image_data() -> None:
