@@ -463,6 +463,33 @@ def test_a_row_zlib_holds_back_at_the_end_of_a_read_completes_in_the_next() -> N
         assert check(data) == ("native" if ok else "error")
 
 
+def test_small_streams_split_at_every_offset() -> None:
+    # Tiny images of repeated rows (matches that span rows), streams that end
+    # early (on a row boundary or not) or with a sync flush, cut into IDAT
+    # chunks at every offset (sometimes twice): where a read ends decides
+    # which call completes a row, reads the end of the stream, or holds a
+    # symbol back; the native outcome is Pillow's every time.
+    rng = random.Random(21)
+    seen = {"native": 0, "pillow": 0, "error": 0}
+    for _ in range(60):
+        w, h = rng.randrange(1, 5), rng.randrange(2, 7)
+        color, c = rng.choice([(0, 1), (4, 2), (2, 3), (6, 4)])
+        px = bytes(rng.choice([0, 5, 5, 7]) for _ in range(w * c))
+        raw = b"".join(b"\0" + (px if rng.random() < 0.8 else rng.randbytes(w * c)) for _ in range(h))
+        keep = rng.randrange(1, len(raw) + 1) if rng.random() < 0.5 else len(raw)
+        if rng.random() < 0.5:
+            keep = max(1, keep // (1 + w * c)) * (1 + w * c)
+        strategy = rng.choice([zlib.Z_FIXED, zlib.Z_RLE, zlib.Z_DEFAULT_STRATEGY])
+        co = zlib.compressobj(rng.randrange(10), zlib.DEFLATED, 15, 9, strategy)
+        z = co.compress(raw[:keep]) + co.flush(rng.choice([zlib.Z_FINISH, zlib.Z_FINISH, zlib.Z_SYNC_FLUSH]))
+        head = chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, color, 0, 0, 0))
+        for cut in range(len(z) + 1):
+            bounds = [0, *sorted({cut, rng.randrange(len(z) + 1)} if rng.random() < 0.3 else {cut}), len(z)]
+            idats = b"".join(chunk(b"IDAT", z[a:b]) for a, b in zip(bounds, bounds[1:]))
+            seen[check(SIG + head + idats + chunk(b"IEND", b""))] += 1
+    assert seen["pillow"] == 0 and seen["native"] > 300 and seen["error"] > 300, seen
+
+
 def test_pillows_64_kib_reads_bound_what_zlib_reads_after_the_last_row() -> None:
     # 81 rows of 808 grey pixels in a stored block that ends at byte 65536 of the
     # IDAT data, then an invalid block: Pillow's read of the last row ends before
