@@ -11,7 +11,8 @@ Every case is one mutated file, decoded three ways, all in this process:
   checkpoint's steps in Pillow and numpy).
 
 The outcomes must match: all three raise, or all three give the same ``pixel_values``
-and ``grid_thws`` bits. Where the core decodes natively, its pixels
+and ``grid_thws`` bits; or the reference decodes and both package routes raise
+``ImageTooLargeError``, a bound the package sets on purpose (counted as ``limit``). Where the core decodes natively, its pixels
 (``_native.decode_image``) must also be ``np.asarray(Image.open(...))``'s, since
 ``pixel_values`` can hide a decoded byte (an alpha over black, a channel that
 ``convert`` drops).
