@@ -255,3 +255,27 @@ def test_mode_paths_from_threads():
     assert len(results) == 12
     for out in results:
         assert_output_matches(out, ref)
+
+
+@pytest.mark.parametrize("preset", ["kimi_k25", "kimi_k3"])
+def test_palette_image_without_a_palette_fails_where_pillow_fails(preset):
+    """A P PNG with tRNS but no PLTE (found by the decoder differential): Pillow's
+    ``convert("RGB")`` asserts a palette, so the reference raises; the package gave
+    pixels under K2.5 (its 1x1 probe crop got Pillow's default palette)."""
+    import io
+    import struct
+    import zlib
+
+    def chunk(t: bytes, d: bytes) -> bytes:
+        return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
+
+    png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 2, 2, 8, 3, 0, 0, 0))
+           + chunk(b"tRNS", b"\x00") + chunk(b"IDAT", zlib.compress(b"\0\0\1\0\1\0")) + chunk(b"IEND", b""))
+    config = cfg(preset)
+    if preset == "kimi_k25":
+        with pytest.raises(AssertionError):
+            reference_preprocess([png], config)
+        with pytest.raises(kimi_k3_rs.ImageError, match="AssertionError"):
+            kimi_k3_rs.preprocess(png, config)
+    else:
+        assert_output_matches(kimi_k3_rs.preprocess(png, config), reference_preprocess([png], config))

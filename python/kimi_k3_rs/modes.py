@@ -93,7 +93,11 @@ def _converted(image: Image.Image, mode: str) -> np.ndarray | _native.PillowRows
     rows = _converted_rows(image, mode)
     if rows is None:
         return _pixels_of(_convert(image, mode))
-    _convert(image.crop((0, 0, 1, 1)), mode)  # Pillow's refusal, raised here
+    # Pillow's refusal, raised here: a 1x1 crop with the image's palette (a crop of a P
+    # image without one gets a default palette, which convert would take).
+    probe = image.crop((0, 0, 1, 1))
+    probe.palette = image.palette.copy() if image.palette is not None else None
+    _convert(probe, mode)
     return rows
 
 
