@@ -261,6 +261,19 @@ def remade_stream(rng: random.Random, raw: bytes, row: int) -> tuple[bytes, str]
     return z + after, desc + (" zdict" if zdict else "") + (f" + {after.hex()}" if after else "")
 
 
+def byte_edit(rng: random.Random, b: bytearray, at: int) -> str:
+    """One edit of ``b`` at ``at``: the byte set (0, 255 or random), 1-4 random bytes
+    inserted, or 1-4 bytes removed; what was done."""
+    edit = rng.randrange(3)
+    if edit == 0:
+        b[at] = rng.choice([0, 255, rng.randrange(256)])
+    elif edit == 1:
+        b[at:at] = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 5)))
+    else:
+        del b[at : at + rng.randrange(1, 5)]
+    return f"byte edit {edit} at {at}"
+
+
 def png_mutation(rng: random.Random, data: bytes) -> tuple[bytes, str]:
     if len(data) < 12:
         return data + bytes(rng.randrange(256) for _ in range(4)), "bytes appended"
@@ -282,14 +295,7 @@ def png_mutation(rng: random.Random, data: bytes) -> tuple[bytes, str]:
                 b[at] ^= 1 << rng.randrange(8)
                 done.append(f"bit flip at {at}")
             else:
-                edit = rng.randrange(3)
-                if edit == 0:
-                    b[at] = rng.choice([0, 255, rng.randrange(256)])
-                elif edit == 1:
-                    b[at:at] = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 5)))
-                else:
-                    del b[at : at + rng.randrange(1, 5)]
-                done.append(f"byte edit {edit} at {at}")
+                done.append(byte_edit(rng, b, at))
         fixed = rng.random() < 0.5
         return (fix_crcs(bytes(b)) if fixed else bytes(b)), ", ".join(done) + (", CRCs fixed" if fixed else "")
     if kind == "chunk" and chunks:
@@ -454,15 +460,8 @@ def jpeg_mutation(rng: random.Random, data: bytes) -> tuple[bytes, str]:
             b[at[-1]] ^= 1 << rng.randrange(8)
         return bytes(b), f"bit flips at {at}"
     if kind == "bytes":
-        at = rng.randrange(2, len(b))
-        edit = rng.randrange(3)
-        if edit == 0:
-            b[at] = rng.choice([0, 0xFF, rng.randrange(256)])
-        elif edit == 1:
-            b[at:at] = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 5)))
-        else:
-            del b[at : at + rng.randrange(1, 5)]
-        return bytes(b), f"byte edit {edit} at {at}"
+        done = byte_edit(rng, b, rng.randrange(2, len(b)))
+        return bytes(b), done
     if kind == "segment" and segs:
         s, e = rng.choice(segs)
         op = rng.randrange(4)
