@@ -95,7 +95,7 @@ impl Frame {
 /// faults: `FF01`..`FFBF`, a truncated segment, a short JFIF/Adobe/ICC/SOF/DQT
 /// segment, a malformed Photoshop block, no SOF or no SOS), then reads the
 /// scans over the whole file and bounds what decoding them costs
-/// ([`check_cost`]), whichever decoder will run it. Native only for one
+/// (`check_cost`), whichever decoder will run it. Native only for one
 /// SOF0/SOF1/SOF2 frame of 8 bits with 1 (`L`) or 3 (`RGB`) components and a
 /// non-zero size, no MPF (MPO) segment, and, when `exif_transpose`, no APP1.
 ///
