@@ -1163,6 +1163,15 @@ def test_complete_jpegs_of_the_least_data_pass_the_cost_bounds():
         assert isinstance(routed, _native.EncodedImage) and routed.size == (side, side), (mode, len(data))
 
 
+def test_arithmetic_coded_jpegs_are_not_held_to_a_bit_a_block():
+    """Arithmetic coding codes a flat area in less than a bit a block: a near-blank
+    512x512 page with one line (``cjpeg -arithmetic``, 302 bytes, committed) is a
+    complete file the reference decodes; the blocks-per-byte bound refused it."""
+    data = (Path(__file__).parent / "data" / "jpeg" / "arithmetic_page_512.jpg").read_bytes()
+    assert len(data) * 8 < 6144  # fewer bits than its 6,144 blocks (4:2:0)
+    assert_output_matches(kimi_k3_rs.preprocess(data, K3), reference_preprocess(data, K3))
+
+
 def test_large_rgb_jpeg2000_matches_the_reference():
     """A JPEG 2000 RGB image over one Pillow block: its decoder picks its unpacker by the
     storage's mode, so it is not decoded into RGBX storage (it raised "broken data

@@ -370,7 +370,10 @@ fn find_ff(bytes: &[u8]) -> Option<usize> {
 ///   codes every block in at least one bit (its DC, in a Huffman code of one
 ///   bit or more), so a file with more blocks is mostly missing data, which
 ///   libjpeg decodes at full cost (a buffer of every block's coefficients for
-///   a progressive file, then every pixel);
+///   a progressive file, then every pixel). Huffman-coded files only: an
+///   arithmetic-coded one (SOF9..SOF15) codes a flat area in less than a bit a
+///   block (a blank 512x512 page in 302 bytes), so only the bound below and
+///   the decoded-bytes bound (Python's `_check_header`) apply to it;
 /// - at most [`JPEG_PASSES`] block passes, or [`JPEG_PASSES_PER_BYTE`] per
 ///   byte where that allows more: a scan costs a pass over each of its blocks
 ///   (up to 50 ns each: a refinement scan checks the band's coefficients of
@@ -382,7 +385,8 @@ fn find_ff(bytes: &[u8]) -> Option<usize> {
 fn check_cost(frame: &Frame, scans: &Scans, bytes: usize) -> Result<(), KimiError> {
     let blocks = frame.all_blocks();
     let size = bytes as u64;
-    if blocks > size.saturating_mul(MAX_JPEG_BLOCKS_PER_BYTE) {
+    let arithmetic = matches!(frame.code, 0xC9..=0xCB | 0xCD..=0xCF);
+    if !arithmetic && blocks > size.saturating_mul(MAX_JPEG_BLOCKS_PER_BYTE) {
         return Err(KimiError::JpegDataMissing {
             width: frame.width,
             height: frame.height,
