@@ -184,6 +184,29 @@ def test_apng_frame_zero_smaller_than_the_canvas_goes_to_pillow() -> None:
     assert check(data) == "pillow"
 
 
+@pytest.mark.parametrize("extra", [1, 100, 1 << 20])
+@pytest.mark.parametrize("cut", [0, 12])
+def test_an_apng_whose_first_fdat_claims_more_than_the_file_holds_goes_to_pillow(extra: int, cut: int) -> None:
+    """Pillow's `_open` reads 4 bytes of an fdAT met before any IDAT and ends there, as at
+    an IDAT, and `load` decodes the frame's data as far as it goes: a length past the end
+    is Pillow's to judge (the fuzz run of seed 828176828 found three such files the walk
+    refused as "truncated chunk")."""
+    frames = [photo("LA", 4, 13, name=n) for n in ("chelsea.png", "coffee.png")]
+    buf = io.BytesIO()
+    frames[0].save(buf, "PNG", save_all=True, append_images=frames[1:])
+    full = buf.getvalue()
+    table = {k: (pos, n) for k, pos, n in chunks(full)}
+    idat, idat_len = table[b"IDAT"]
+    data = full[:idat] + full[idat + idat_len :]  # IDAT removed: the fdAT comes first
+    fdat = next(pos for k, pos, _ in chunks(data) if k == b"fdAT")
+    n = struct.unpack(">I", data[fdat : fdat + 4])[0]
+    data = data[:fdat] + struct.pack(">I", n + extra) + data[fdat + 4 : len(data) - cut]
+    assert isinstance(pillow(data), np.ndarray)
+    assert reason(data) == "fdAT chunk"
+    assert check(data) == "pillow"
+    assert isinstance(pillow(data), np.ndarray)
+
+
 # -- what goes to Pillow -----------------------------------------------------------
 
 

@@ -275,6 +275,9 @@ fn walk(data: &[u8]) -> Result<Walk, Stop> {
         match &kind {
             b"IDAT" => break,
             b"IEND" => return pillow("no IDAT before IEND"),
+            // `chunk_fdAT` reads 4 bytes of it and ends this walk as `IDAT` does: a
+            // body cut short here is Pillow's to judge.
+            b"fdAT" => return pillow("fdAT chunk"),
             _ => {}
         }
         let Some(s) = body(data, at, n) else {
