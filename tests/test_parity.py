@@ -290,6 +290,17 @@ def test_noise_modes(mode, config, limit):
     check(img, CONFIGS[config] if limit is None else with_limit(config, limit))
 
 
+@pytest.mark.parametrize("mode", ["RGB", "L", "RGBA", "LA"])
+@pytest.mark.parametrize("config", ["k25", "k3", "k3_before"])
+@pytest.mark.parametrize("size", [(70001, 3), (3, 70001), (20000, 40)])
+def test_rows_wider_than_a_tile_of_the_horizontal_pass(mode, config, size):
+    """Rows over 64 KiB are resized in tiles of input columns (``resize/passes.rs``): one
+    output pixel's taps past a tile (a 70,001x3 image down to 7,168 wide), tile ends
+    inside a band, and the tall case where the horizontal pass is the small one."""
+    img = noise(*size, mode, seed=5)
+    check(img, CONFIGS[config])
+
+
 @pytest.mark.parametrize("config", ALPHA_CONFIGS)
 @pytest.mark.parametrize("limit", [None, 90])
 def test_alpha_pattern_rgba(config, limit):

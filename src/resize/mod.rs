@@ -395,6 +395,47 @@ mod tests {
         }
     }
 
+    /// Pillow's `ImagingResampleHorizontal_8bpc` as written there: each output
+    /// byte summed from the input row, no transposes or tiles.
+    fn horizontal_as_pillow(src: &[u8], w: usize, h: usize, c: usize, nw: usize) -> Vec<u8> {
+        let coeffs = Coefficients::new(w, nw);
+        let mut out = Vec::with_capacity(nw * h * c);
+        for row in src.chunks_exact(w * c).take(h) {
+            for xx in 0..nw {
+                let (start, k) = coeffs.taps(xx);
+                for ch in 0..c {
+                    let taps = k.iter().enumerate();
+                    let acc = taps.fold(ROUND_BIAS, |acc, (t, &kv)| {
+                        acc + i32::from(row[(start + t) * c + ch]) * kv
+                    });
+                    out.push(scalar::clip8(acc));
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn rows_wider_than_a_tile_give_pillows_horizontal_pass() {
+        // Many tiles of many outputs, outputs whose taps alone span more than a
+        // tile (a 4,000x downscale), a near-identity resize across tile ends.
+        let cases = [
+            (1, 200_000, 3, 1_000),
+            (3, 70_001, 2, 7_168),
+            (4, 24_000, 17, 23_999),
+            (2, 400_000, 1, 100),
+            (3, 300_000, 18, 75),
+        ];
+        for (seed, &(c, w, h, nw)) in cases.iter().enumerate() {
+            let src = noise(w * h * c, seed as u64 + 41);
+            let want = horizontal_as_pillow(&src, w, h, c, nw);
+            for run in every_run() {
+                let got = resize_bicubic_with(&src, w, h, c, nw, h, PillowCompat::V13, run);
+                assert!(got == want, "{run:?} {c}x{w}x{h}->{nw}x{h}");
+            }
+        }
+    }
+
     #[test]
     fn rgb_in_four_byte_pixels_gives_the_packed_rgb_bytes() {
         // Both passes (both orders), one axis only, an up-scale, no resize,

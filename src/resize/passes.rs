@@ -43,8 +43,11 @@ fn horizontal_into<const S: usize, const C: usize>(
     const { assert!(C >= 1 && C <= S) };
     let out_w = coeffs.bounds.len();
     let (in_row_len, out_row_len) = (width * S, out_w * C);
-    grow(&mut columns.input, in_row_len * ROWS)?;
-    grow(&mut columns.output, out_row_len * ROWS)?;
+    let tiles = tiles(coeffs, TILE_BYTES / S);
+    let most = tiles.iter().map(|t| t.inputs.len()).max().unwrap_or(0);
+    grow(&mut columns.input, most * S * ROWS)?;
+    let most = tiles.iter().map(|t| t.outputs.len()).max().unwrap_or(0);
+    grow(&mut columns.output, most * C * ROWS)?;
     for (band, out_band) in out.chunks_mut(out_row_len * ROWS).enumerate() {
         let y0 = band * ROWS;
         let rows = out_band.len() / out_row_len;
@@ -54,18 +57,72 @@ fn horizontal_into<const S: usize, const C: usize>(
             let y = y0 + if i < rows { i } else { 0 };
             &src[y * in_row_len..(y + 1) * in_row_len]
         });
-        rows_to_columns(&inputs, in_row_len, &mut columns.input);
-        if premultiply {
-            premultiply_columns::<S>(&mut columns.input);
-        }
-        for (xx, column) in columns.output.chunks_exact_mut(C * ROWS).enumerate() {
-            let (start, k) = coeffs.taps(xx);
-            weighted_sum(&columns.input, S * ROWS, start, k, column, path);
-        }
         let mut outputs: Vec<&mut [u8]> = out_band.chunks_exact_mut(out_row_len).collect();
-        columns_to_rows(&columns.output, out_row_len, &mut outputs);
+        for Tile {
+            inputs: x,
+            outputs: xx,
+        } in &tiles
+        {
+            let (in_len, out_len) = (x.len() * S, xx.len() * C);
+            let tile_inputs = inputs.map(|row| &row[x.start * S..x.end * S]);
+            let input = &mut columns.input[..in_len * ROWS];
+            rows_to_columns(&tile_inputs, in_len, input);
+            if premultiply {
+                premultiply_columns::<S>(input);
+            }
+            let output = &mut columns.output[..out_len * ROWS];
+            for (i, column) in output.chunks_exact_mut(C * ROWS).enumerate() {
+                let (start, k) = coeffs.taps(xx.start + i);
+                weighted_sum(input, S * ROWS, start - x.start, k, column, path);
+            }
+            let mut tile_outputs: Vec<&mut [u8]> = outputs
+                .iter_mut()
+                .map(|row| &mut row[xx.start * C..xx.end * C])
+                .collect();
+            columns_to_rows(output, out_len, &mut tile_outputs);
+        }
     }
     Ok(())
+}
+
+/// Most input row bytes a tile of the horizontal pass transposes at once
+/// (`ROWS` times this in [`Columns`]): a row of up to 64 KiB (16,384 RGBA
+/// pixels) is one tile, and the working memory of a wider row stays bounded
+/// by its widest output pixel's taps, however many input pixels it has (a
+/// 25,000,000 x 1 image held 16 times its 75 MB row).
+const TILE_BYTES: usize = 64 << 10;
+
+/// A run of output pixels of the horizontal pass and the input pixels their
+/// taps read.
+struct Tile {
+    inputs: std::ops::Range<usize>,
+    outputs: std::ops::Range<usize>,
+}
+
+/// The output pixels of `coeffs` in runs whose taps span at most `most` input
+/// pixels, or one output pixel where its own taps span more. Pillow's taps
+/// start and end at non-decreasing inputs, so a run's inputs are from its
+/// first output's start to its last output's end.
+fn tiles(coeffs: &Coefficients, most: usize) -> Vec<Tile> {
+    let end = |xx: usize| {
+        let (start, n) = coeffs.bounds[xx];
+        start + n
+    };
+    let mut tiles = Vec::new();
+    let mut xx0 = 0;
+    while xx0 < coeffs.bounds.len() {
+        let first = coeffs.bounds[xx0].0;
+        let mut xx1 = xx0 + 1;
+        while xx1 < coeffs.bounds.len() && end(xx1) - first <= most {
+            xx1 += 1;
+        }
+        tiles.push(Tile {
+            inputs: first..end(xx1 - 1),
+            outputs: xx0..xx1,
+        });
+        xx0 = xx1;
+    }
+    tiles
 }
 
 /// The working memory of [`horizontal_into`]: `ROWS` transposed input rows and
