@@ -935,14 +935,19 @@ def _gif_screen(side: int) -> bytes:
             + struct.pack("<HHHHB", 0, 0, 1, 1, 0x80) + b"\0\0\0\xff\xff\xff" + b"\x02\x02\x44\x01\x00;")
 
 
-def _blank_png(side: int, depth: int, colour_type: int) -> bytes:
-    """A side x side PNG of zeros at the best compression."""
+def _blank_png(side: int, depth: int, colour_type: int, height: int | None = None, pad_to: int | None = None) -> bytes:
+    """A side x side (or side x height) PNG of zeros at the best compression, a tEXt
+    chunk padding it to ``pad_to`` bytes."""
+    height = side if height is None else height
     bits = {0: 1, 2: 3, 4: 2, 6: 4}[colour_type] * depth
     row = bytes(1 + (side * bits + 7) // 8)
     z = zlib.compressobj(9)
-    idat = b"".join(z.compress(row) for _ in range(side)) + z.flush()
-    return (b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", struct.pack(">IIBBBBB", side, side, depth, colour_type, 0, 0, 0))
-            + png_chunk(b"IDAT", idat) + png_chunk(b"IEND", b""))
+    idat = b"".join(z.compress(row) for _ in range(height)) + z.flush()
+    head = b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", struct.pack(">IIBBBBB", side, height, depth, colour_type, 0, 0, 0))
+    tail = png_chunk(b"IDAT", idat) + png_chunk(b"IEND", b"")
+    if pad_to is not None:
+        head += png_chunk(b"tEXt", b"pad\0" + bytes(pad_to - len(head) - len(tail) - 16))
+    return head + tail
 
 
 def _bmp_rle8(side: int, pad_to: int | None = None) -> bytes:
@@ -1008,25 +1013,38 @@ COST_BOMBS = {
     "jpeg-7168-grey-10-scans": (lambda: _blank_jpeg(7168, ((1, 1),), 9, pad_to=KB100), "decoded"),
     "jpeg-5840-420-17-scans": (lambda: _blank_jpeg(5840, ((2, 2), (1, 1), (1, 1)), 14, pad_to=KB100), "decoded"),
     "jpeg-6752-y4x4-13-scans": (lambda: _blank_jpeg(6752, ((4, 4), (1, 1), (1, 1)), 10, pad_to=KB100), "decoded"),
-    "webp-8190-canvas": (lambda: _webp_canvas(8190), "image of 8190x8190 decodes to 1073217600 bytes from a file"),
-    "webp-3620-canvas": (lambda: _webp_canvas(3620, KB100), "decoded"),
-    "gif-13377-screen": (lambda: _gif_screen(13377), "image of 13377x13377 decodes to 178944129 bytes from a file"),
-    "gif-11585-screen": (lambda: _gif_screen(11585), "decoded"),
-    "png-13377-1-bit": (lambda: _blank_png(13377, 1, 0), "image of 13377x13377 decodes to 178944129 bytes from a file"),
+    "webp-8190-canvas": (lambda: _webp_canvas(8190), "image of 8190x8190 decodes to 1073217600 bytes, and"),
+    "webp-3619-canvas": (lambda: _webp_canvas(3619, KB100), "decoded"),
+    # 1 byte a pixel at the pixel limit (2 x Image.MAX_IMAGE_PIXELS): under the floor
+    "gif-13377-screen": (lambda: _gif_screen(13377), "decoded"),
+    "png-13377-1-bit": (lambda: _blank_png(13377, 1, 0), "decoded"),
+    "png-a4-1200-dpi-blank-1-bit": (lambda: _blank_png(9921, 1, 0, 14031), "decoded"),
     "png-10000-grey": (lambda: _blank_png(10000, 8, 0), "decoded"),
     "png-5000-rgba": (lambda: _blank_png(5000, 8, 6), "decoded"),
-    "bmp-rle8-13377": (lambda: _bmp_rle8(13377), "image of 13377x13377 decodes to 536832387 bytes from a file"),
-    "bmp-rle8-8360": (lambda: _bmp_rle8(8360, KB100), "decoded"),
-    "tiff-lzma-7240-rgb": (lambda: _tiff_lzma(7240), "image of 7240x7240 decodes to 209670400 bytes from a file"),
-    "tiff-lzma-7240-rgb-100kb": (lambda: _tiff_lzma(7240, KB100), "decoded"),
+    # A few rows of millions of columns (or the other way): the resize's filter taps
+    # (16 bytes a pixel of each side) outweigh the pixels
+    "png-25000000x1-rgb": (lambda: _blank_png(25_000_000, 8, 2, 1),
+                           "image of 25000000x1 decodes to 100000000 bytes, and 400000016 bytes of resize filter taps"),
+    "png-1x25000000-rgb": (lambda: _blank_png(1, 8, 2, 25_000_000),
+                           "image of 1x25000000 decodes to 100000000 bytes, and 400000016 bytes of resize filter taps"),
+    "png-130000000x1-1-bit": (lambda: _blank_png(130_000_000, 1, 0, 1),
+                              "image of 130000000x1 decodes to 130000000 bytes, and 2080000016 bytes"),
+    "png-10000000x1-rgb-100kb": (lambda: _blank_png(10_000_000, 8, 2, 1, KB100), "decoded"),
+    "png-1x10000000-rgb-100kb": (lambda: _blank_png(1, 8, 2, 10_000_000, KB100), "decoded"),
+    "bmp-rle8-13377": (lambda: _bmp_rle8(13377), "image of 13377x13377 decodes to 536832387 bytes, and"),
+    "bmp-rle8-8355": (lambda: _bmp_rle8(8355, KB100), "decoded"),
+    "tiff-lzma-7240-rgb": (lambda: _tiff_lzma(7240), "image of 7240x7240 decodes to 209670400 bytes, and"),
+    "tiff-lzma-7236-rgb-100kb": (lambda: _tiff_lzma(7236, KB100), "decoded"),
     # Pillow decodes an ICO's image while opening it: refused after that decode, within the bounds
-    "ico-png-13377-1-bit": (lambda: _ico_with(_blank_png(13377, 1, 0), 32, (0, 0)),
-                            "image of 13377x13377 decodes to 178944129 bytes from a file"),
-    "j2k-13377-grey": (lambda: _blank_j2k(13377, "L"), "image of 13377x13377 decodes to 894720645 bytes from a file"),
-    "j2k-6476-grey-100kb": (lambda: _blank_j2k(6476, "L", KB100), "decoded"),
-    "j2k-3238-rgb-100kb": (lambda: _blank_j2k(3238, "RGB", KB100), "decoded"),
-    "avif-5120-444": (_avif_blank, "image of 5120x5120 decodes to 209715200 bytes from a file"),
-    "avif-5120-444-100kb": (lambda: _avif_blank(KB100), "decoded"),
+    "ico-png-13377-1-bit": (lambda: _ico_with(_blank_png(13377, 1, 0), 32, (0, 0)), "decoded"),
+    "ico-png-12000000x1-rgb": (lambda: _ico_with(_blank_png(12_000_000, 8, 2, 1), 32, (0, 0)),
+                               "image of 12000000x1 decodes to 48000000 bytes, and 192000016"),
+    "j2k-13377-grey": (lambda: _blank_j2k(13377, "L"), "image of 13377x13377 decodes to 894720645 bytes, and"),
+    "j2k-6473-grey-100kb": (lambda: _blank_j2k(6473, "L", KB100), "decoded"),
+    "j2k-3237-rgb-100kb": (lambda: _blank_j2k(3237, "RGB", KB100), "decoded"),
+    "avif-5120-444": (_avif_blank, "image of 5120x5120 decodes to 209715200 bytes, and"),
+    # exactly 2048 bytes a byte of its file: its filter taps (164 KB) take it over
+    "avif-5120-444-100kb": (lambda: _avif_blank(KB100), "image of 5120x5120 decodes to 209715200 bytes, and 163840"),
 }
 
 @functools.cache
@@ -1041,7 +1059,8 @@ import numpy as np
 from PIL import Image
 import kimi_k3_rs
 warnings.simplefilter("ignore")
-cfg = kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG  # the larger output of the two presets
+# the larger output of the two presets, at its costlier fill stage (compositing at full size)
+cfg = {**kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG, "transparent_bg_fill_stage": "before_resize"}
 for fmt in ("PNG", "JPEG"):  # warm up: plugins, the native decoders, the pool
     small = io.BytesIO()
     Image.fromarray(np.full((16, 16, 3), 7, np.uint8)).save(small, fmt)
@@ -1104,34 +1123,38 @@ def test_no_small_file_costs_more_than_2_s_or_512_mib(name, decode, tmp_path):
 
 
 def test_decoded_bytes_are_bounded_by_the_file_size():
-    """Within max_decoded_bytes, a file decodes to at most 128 MiB, or 2048 bytes per
-    byte of the file where that is more; a smaller max_decoded_bytes still decides,
-    and None turns both off. The estimate counts the decoder's copies."""
+    """Within max_decoded_bytes, a file decodes to at most 192 MiB, or 2048 bytes per
+    byte of the file where that is more, with 16 bytes of resize filter taps per pixel
+    of its width and height; a smaller max_decoded_bytes still decides, and None turns
+    both off. The estimate counts the decoder's copies."""
     from kimi_k3_rs.decoding import _check_header
 
-    floor, default = 128 << 20, kimi_k3_rs.DEFAULT_MAX_DECODED_BYTES
-    _check_header((4096, 8192), "RGB", None, default, file_bytes=1)  # exactly the floor
+    floor, default = 192 << 20, kimi_k3_rs.DEFAULT_MAX_DECODED_BYTES
+    assert 240 * 786417 + 16 * (240 + 786417) == floor
+    _check_header((240, 786417), "L", None, default, file_bytes=1)  # exactly the floor
     with pytest.raises(kimi_k3_rs.ImageTooLargeError, match=re.escape(
-            "image of 4097x8192 decodes to 134250496 bytes from a file of 16 bytes, over what a file of that size "
-            "may decode to under max_decoded_bytes (128 MiB, or 2048 bytes per byte of the file; a decompression "
-            "bomb?); pass max_decoded_bytes=None to decode it")):
-        _check_header((4097, 8192), "RGB", None, default, file_bytes=16)
+            "image of 241x786417 decodes to 189526497 bytes, and 12586528 bytes of resize filter taps, from a file "
+            "of 16 bytes, over what a file of that size may decode to under max_decoded_bytes (192 MiB, or 2048 "
+            "bytes per byte of the file; a decompression bomb?); pass max_decoded_bytes=None to decode it")):
+        _check_header((241, 786417), "L", None, default, file_bytes=16)
     _check_header((4097, 8192), "RGB", None, default)  # not an encoded file: no size rule
     _check_header((4097, 8192), "RGB", None, None, file_bytes=1)
     size = floor // 2048 + 1000  # a file over 64 KiB: 2048 bytes a byte
-    _check_header((2048, size), "L", None, default, file_bytes=size)
+    _check_header((2031, size), "L", None, default, file_bytes=size)
     with pytest.raises(kimi_k3_rs.ImageTooLargeError, match="from a file of"):
-        _check_header((2049, size), "L", None, default, file_bytes=size)
+        _check_header((2032, size), "L", None, default, file_bytes=size)
     with pytest.raises(kimi_k3_rs.ImageTooLargeError, match=r"over max_decoded_bytes=1000 "):
         _check_header((100, 11), "L", None, 1000, file_bytes=10**9)
-    _check_header((4096, 4096), "RGBA", None, default, 2, file_bytes=1)  # 2 copies of 64 MiB
+    _check_header((5000, 5000), "RGBA", None, default, 2, file_bytes=1)  # 2 copies of 100 MB
     with pytest.raises(kimi_k3_rs.ImageTooLargeError):
-        _check_header((4096, 4096), "RGBA", None, default, 3, file_bytes=1)
-    # through preprocess: a 35-byte GIF screen of 13377x13377 decodes with the check off
-    gif = _gif_screen(13377)
-    with pytest.raises(kimi_k3_rs.ImageTooLargeError, match="^image 0: image of 13377x13377 decodes to 178944129"):
-        kimi_k3_rs.preprocess(gif, K25)
-    assert kimi_k3_rs.preprocess(gif, K25, max_decoded_bytes=None)["grid_thws"].tolist() == [[1, 128, 128]]
+        _check_header((5000, 5000), "RGBA", None, default, 3, file_bytes=1)
+    # through preprocess: a 35 KB PNG of 12000000x1 RGB decodes with the check off
+    png = _blank_png(12_000_000, 8, 2, 1)
+    with pytest.raises(kimi_k3_rs.ImageTooLargeError, match=re.escape(
+            "image 0: image of 12000000x1 decodes to 48000000 bytes, and 192000016 bytes of resize filter taps, from a "
+            f"file of {len(png)} bytes, over")):
+        kimi_k3_rs.preprocess(png, K25)
+    assert kimi_k3_rs.preprocess(png, K25, max_decoded_bytes=None)["grid_thws"].tolist() == [[1, 2, 512]]
 
 
 def test_decoded_copies_follow_the_decoder():

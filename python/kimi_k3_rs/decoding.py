@@ -84,8 +84,13 @@ _DECODED_COPIES = {"WEBP": 4, "JPEG2000": 5, "AVIF": 2}
 #: the ``bytearray`` they build, its ``bytes`` copy (``set_as_raw``) and the image.
 _PYTHON_DECODER_COPIES = 3
 
-#: What any encoded file may decode to (within ``max_decoded_bytes``), whatever its size.
-_DECODED_BYTES_FLOOR = 128 << 20
+#: What any encoded file may decode to (within ``max_decoded_bytes``), whatever its size:
+#: every image of 1 byte a pixel under the default pixel limit (2 x Pillow's
+#: ``MAX_IMAGE_PIXELS``, 179 MB), such as the blank 1-bit scan of an A4 page at 1200 dpi
+#: (139 MB from 17 KB). Measured costs at the floor, K3, both fill stages, native and
+#: Pillow decode: a 1-bit 13377x13377 PNG 1.2 s and 373 MiB, a 50-megapixel RGB or RGBA
+#: PNG 0.9 s and 378 MiB.
+_DECODED_BYTES_FLOOR = 192 << 20
 
 #: What a file may decode to per byte of its size, where that allows more than
 #: :data:`_DECODED_BYTES_FLOOR`. Photos decode to 10 to 100 times their size (an AVIF at
@@ -93,6 +98,14 @@ _DECODED_BYTES_FLOOR = 128 << 20
 #: blank images go past 2048, and decompression bombs by far (a 144-byte animated WebP:
 #: 1 GB, a 1.3 KB BMP RLE: 535 MB).
 _DECODED_BYTES_PER_FILE_BYTE = 2048
+
+#: Bytes of filter taps the BICUBIC resize holds per pixel of the input's width and
+#: of its height, counted with the decoded bytes against the file's size: a downscale
+#: by ``s`` has about ``4 * s`` taps of 4 bytes per output pixel (Pillow's
+#: ``precompute_coeffs``, kept by the core as ``Coefficients``). Nothing beside the
+#: pixels of a photo, the bulk of a very wide or tall one: a 73 KB PNG of
+#: 25,000,000x1 decodes to 75 MB and its taps take 400 MB.
+_TAP_BYTES_PER_SIDE_PIXEL = 16
 
 
 def _decoders(image: Image.Image) -> set[str]:
@@ -122,10 +135,11 @@ def _check_header(
     ``max_image_pixels`` pixels or decodes to more than ``max_decoded_bytes`` bytes
     (``width * height *`` Pillow's bytes per pixel of ``mode``, times the ``copies``
     of the decoded image its decoder holds, :func:`_decoded_copies`), or, for a file of
-    ``file_bytes`` bytes, to more than its size allows: :data:`_DECODED_BYTES_FLOOR`
-    (128 MiB), or :data:`_DECODED_BYTES_PER_FILE_BYTE` (2048) bytes per byte of the
-    file where that is more. None turns the pixel check off, and both byte checks.
-    The one check of every decode path, native or Pillow."""
+    ``file_bytes`` bytes, to more than its size allows with its resize's filter taps
+    (:data:`_TAP_BYTES_PER_SIDE_PIXEL` per pixel of width and height):
+    :data:`_DECODED_BYTES_FLOOR` (192 MiB), or :data:`_DECODED_BYTES_PER_FILE_BYTE`
+    (2048) bytes per byte of the file where that is more. None turns the pixel check
+    off, and both byte checks. The one check of every decode path, native or Pillow."""
     _check_pixels(size, max_image_pixels)
     if max_decoded_bytes is None:
         return
@@ -133,8 +147,9 @@ def _check_header(
     nbytes = width * height * _PILLOW_PIXEL_BYTES.get(mode, 4) * copies
     if nbytes > max_decoded_bytes:
         raise errors.too_many_decoded_bytes(width, height, nbytes, max_decoded_bytes)
-    if file_bytes is not None and nbytes > max(_DECODED_BYTES_FLOOR, _DECODED_BYTES_PER_FILE_BYTE * file_bytes):
-        raise errors.decodes_beyond_its_size(width, height, nbytes, file_bytes)
+    taps = _TAP_BYTES_PER_SIDE_PIXEL * (width + height)
+    if file_bytes is not None and nbytes + taps > max(_DECODED_BYTES_FLOOR, _DECODED_BYTES_PER_FILE_BYTE * file_bytes):
+        raise errors.decodes_beyond_its_size(width, height, nbytes, taps, file_bytes)
 
 
 #: The ``max_image_pixels`` of the input this thread (or task) is opening or decoding;
