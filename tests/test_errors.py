@@ -278,6 +278,58 @@ def test_bad_config_values(key, value, shown):
         assert isinstance(info.value, ValueError)
 
 
+@pytest.mark.parametrize("key,good,bad", [
+    ("patch_size", 14, True), ("patch_size", 14, 14.0), ("in_patch_limit", 4096, 4096.0),
+    ("fixed_output_tokens", None, True), ("transparent_bg_config.chessboard_gray_value", 180, "180"),
+])
+def test_a_config_validated_once_by_content_still_refuses_a_value_equal_to_a_valid_one(key, good, bad):
+    """``MediaProcConfig.from_dict`` keeps the configs of plain dicts by their JSON text:
+    the same content gives the same object, a changed dict is validated again, and a
+    value ``==`` to a kept one but of another type (True == 1, 14.0 == 14) still raises."""
+    from kimi_k3_rs.config import MediaProcConfig
+
+    media_proc_cfg = cfg("kimi_k3")
+    set_path(media_proc_cfg, key, good)
+    kept = MediaProcConfig.from_dict(media_proc_cfg)
+    assert MediaProcConfig.from_dict(copy.deepcopy(media_proc_cfg)) is kept
+    set_path(media_proc_cfg, key, bad)
+    for _ in range(2):  # a failure is never kept
+        with pytest.raises(kimi_k3_rs.ConfigError, match=re.escape(key.split(".")[-1])):
+            kimi_k3_rs.preprocess(noise(30, 30, "RGBA", 0), media_proc_cfg)
+    media_proc_cfg = cfg("kimi_k3", in_patch_limit=64)  # the same dict object, changed
+    small = kimi_k3_rs.preprocess(noise(300, 300, "RGB", 0), media_proc_cfg)["grid_thws"].tolist()
+    media_proc_cfg["in_patch_limit"] = 256
+    assert kimi_k3_rs.preprocess(noise(300, 300, "RGB", 0), media_proc_cfg)["grid_thws"].tolist() != small
+    # not kept: numpy values, mappings other than dict; validated (and right) each time
+    numpy_mean = {**cfg("kimi_k3"), "image_mean": np.array([0.1, 0.2, 0.3])}
+    assert MediaProcConfig.from_dict(numpy_mean).image_mean == (0.1, 0.2, 0.3)
+    assert MediaProcConfig.from_dict(numpy_mean) is not MediaProcConfig.from_dict(numpy_mean)
+
+
+@pytest.mark.parametrize("name,good,bad", [
+    ("exif_transpose", True, 1), ("num_threads", 2, 2.0), ("max_image_pixels", 100, 100.0), ("max_image_pixels", 1, True),
+])
+def test_options_validated_once_still_refuse_a_value_equal_to_a_valid_one(name, good, bad):
+    """``_Options.make`` keeps options by their arguments with their types."""
+    from kimi_k3_rs.options import _Options
+
+    assert _Options.make(**{name: good}) is _Options.make(**{name: good})
+    with pytest.raises((TypeError, ValueError), match=name):
+        kimi_k3_rs.preprocess(noise(30, 30, "RGB", 0), cfg("kimi_k25"), **{name: bad})
+
+
+def test_options_follow_the_thread_variable_between_calls(monkeypatch):
+    from kimi_k3_rs.options import _Options
+
+    monkeypatch.setenv(kimi_k3_rs.NUM_THREADS_ENV, "3")
+    assert _Options.make().num_threads == 3
+    monkeypatch.setenv(kimi_k3_rs.NUM_THREADS_ENV, "2")
+    assert _Options.make().num_threads == 2
+    monkeypatch.setenv(kimi_k3_rs.NUM_THREADS_ENV, "x")
+    with pytest.raises(ValueError, match=kimi_k3_rs.NUM_THREADS_ENV):
+        _Options.make()
+
+
 def test_bad_value_in_navit_resize_config():
     for args in ((100, 100, 0, 2, 16384, 512), (100, 100, 14, 0, 16384, 512),
                  (100, 100, 14, 2, 0, 512), (100, 100, 14, 2, 16384, 0)):

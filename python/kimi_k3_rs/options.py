@@ -160,6 +160,41 @@ class _Options(_ByConstructor):
         max_decoded_bytes: Any = DEFAULT_MAX_DECODED_BYTES,
         allowed_formats: Any = None,
     ) -> _Options:
+        """The options of these keyword arguments, validated once per set of values:
+        kept by the values with their types (``True`` and ``1`` apart, as validation
+        tells them), and the ``KIMI_K3_RS_NUM_THREADS`` they read, so that a call with
+        the same options as an earlier one pays a dict lookup. Unhashable arguments (a
+        list of formats) are validated on every call; failures are never kept.
+
+        Raises:
+            TypeError / KimiK3Error: as the entry points document, for a bad value.
+        """
+        args = (pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels, max_decoded_bytes, allowed_formats)
+        env = os.environ.get(NUM_THREADS_ENV) if num_threads is None else None
+        key = (env, *((type(a), a) for a in args))
+        try:
+            made = _MADE.get(key)
+        except TypeError:  # unhashable: validated, not kept
+            return cls._validate(*args)
+        if made is None:
+            made = cls._validate(*args)
+            if len(_MADE) >= _MADE_MOST:
+                _MADE.clear()
+            _MADE[key] = made
+        return made
+
+    @classmethod
+    def _validate(
+        cls,
+        pillow_compat: Any,
+        exif_transpose: Any,
+        dtype: Any,
+        num_threads: Any,
+        max_image_pixels: Any,
+        max_decoded_bytes: Any,
+        allowed_formats: Any,
+    ) -> _Options:
+        """:meth:`make` without its cache."""
         native = _native.Options(
             resolve_pillow_compat(pillow_compat), dtype, _env_threads() if num_threads is None else num_threads
         )
@@ -174,6 +209,12 @@ class _Options(_ByConstructor):
             max_decoded_bytes=max_decoded_bytes,
             allowed_formats=_check_formats(allowed_formats),
         )
+
+
+#: Options :meth:`_Options.make` validated, by their arguments; cleared when it reaches
+#: :data:`_MADE_MOST` entries.
+_MADE: dict[tuple[Any, ...], _Options] = {}
+_MADE_MOST = 64
 
 
 def _from_native(values: np.ndarray, dtype: str) -> np.ndarray:
