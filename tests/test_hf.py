@@ -39,7 +39,9 @@ from helpers import (
     mode_image,
     noise,
 )
-from kimi_k3_rs import hf, hf_outputs
+from kimi_k3_rs import hf
+from kimi_k3_rs.hf import hub
+from kimi_k3_rs.hf import outputs as hf_outputs
 from PIL import Image
 from reference import fill_transparent_bg_with, navit_resize_image
 
@@ -371,7 +373,7 @@ def checkpoint_vision_class(preset):
 def attributes(processor):
     """What a processor holds beside its config, as the checkpoint's: ``__dict__`` less
     ``media_proc_cfg`` (the checkpoint's) or the processor's own attributes (ours)."""
-    own = {"media_proc_cfg", *hf._OWN_ATTRIBUTES}
+    own = {"media_proc_cfg", *hf.processor._OWN_ATTRIBUTES}
     return {key: value for key, value in vars(processor).items() if key not in own}
 
 
@@ -639,6 +641,30 @@ def test_import_is_lazy_and_the_class_follows_transformers(tmp_path, transformer
         assert lines[0].startswith("kimi_k3_rs.hf KimiK3VisionProcessor") and "BaseImageProcessor" not in lines[0]
 
 
+HF_UNLOADED_SCRIPT = r"""
+import sys
+import numpy as np
+import kimi_k3_rs
+loaded = sorted(m for m in sys.modules if m.startswith("kimi_k3_rs.hf"))
+assert not loaded, f"import kimi_k3_rs imported {loaded}"
+image = np.arange(30 * 40 * 3, dtype=np.uint8).reshape(30, 40, 3)
+out = kimi_k3_rs.KimiK3VisionProcessor(kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG).preprocess([image], return_tensors="np")
+want = kimi_k3_rs.preprocess([image], kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG)
+assert out["pixel_values"].tobytes() == want["pixel_values"].tobytes()
+assert out["grid_thws"].tolist() == want["grid_thws"].tolist()
+print(out["grid_thws"].tolist(), "kimi_k3_rs.hf" in sys.modules, kimi_k3_rs.hf.PREPROCESSOR_CONFIG_NAME)
+"""
+
+
+def test_import_loads_no_hf_module_until_first_use():
+    """``import kimi_k3_rs`` imports no module of :mod:`kimi_k3_rs.hf`; the processor's first
+    lookup does, and it then gives ``preprocess``'s bits (a fresh interpreter: this one has it)."""
+    proc = subprocess.run([sys.executable, "-c", HF_UNLOADED_SCRIPT], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    want = kimi_k3_rs.preprocess([np.zeros((30, 40, 3), np.uint8)], kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG)["grid_thws"].tolist()
+    assert proc.stdout.split("\n")[0] == f"{want} True preprocessor_config.json"
+
+
 def test_public_class_is_a_subclass_of_the_plain_one():
     cls = kimi_k3_rs.KimiK3VisionProcessor
     assert cls is kimi_k3_rs.KimiK3VisionProcessor  # resolved once
@@ -903,7 +929,7 @@ def test_from_pretrained_local_paths_are_not_repo_ids(tmp_path):
     (tmp_path / "ckpt" / "sub").mkdir(parents=True)
     (tmp_path / "ckpt" / "sub" / "preprocessor_config.json").write_text(json.dumps({"media_proc_cfg": K25_CFG}))
     assert kimi_k3_rs.KimiK3VisionProcessor.from_pretrained(tmp_path / "ckpt", subfolder="sub").model_type == "kimi_k25"
-    assert not kimi_k3_rs.hub._is_repo_id("/abs/path") and not kimi_k3_rs.hub._is_repo_id("a/b/c") and kimi_k3_rs.hub._is_repo_id("owner/name")
+    assert not hub._is_repo_id("/abs/path") and not hub._is_repo_id("a/b/c") and hub._is_repo_id("owner/name")
 
 
 def test_from_pretrained_repo_id_without_huggingface_hub(monkeypatch):

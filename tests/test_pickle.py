@@ -15,6 +15,7 @@ import hashlib
 import io
 import multiprocessing
 import pickle
+import pickletools
 import sys
 
 import kimi_k3_rs
@@ -33,7 +34,7 @@ from helpers import (
     noise,
     noise_array,
 )
-from kimi_k3_rs import _native
+from kimi_k3_rs import _native, hf
 from kimi_k3_rs.config import VideoConfig
 from kimi_k3_rs.deferred import KimiK3EncoderInputs, prepare_kimi_k25_encoder_inputs
 from kimi_k3_rs.options import _Options
@@ -141,6 +142,20 @@ def test_processor(processor):
     # a deep copy is independent: the copied processor's dict is its own
     deep = copy.deepcopy(processor)
     assert deep._media_proc_cfg is not processor._media_proc_cfg
+
+
+def test_processor_classes_pickle_by_their_public_paths():
+    """A pickled processor names its class by its public path: ``kimi_k3_rs.hf`` for the
+    plain class (whichever file of that package defines it), ``kimi_k3_rs`` for the
+    transformers subclass; so pickles load across versions of the package's layout."""
+    for cls in (hf.KimiK3VisionProcessor, kimi_k3_rs.KimiK3VisionProcessor):
+        module = "kimi_k3_rs.hf" if cls is hf.KimiK3VisionProcessor else "kimi_k3_rs"
+        processor = cls(kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG)
+        named = [arg for op, arg, _ in pickletools.genops(pickle.dumps(processor, protocol=2)) if op.name == "GLOBAL"]
+        assert f"{module} KimiK3VisionProcessor" in named
+        assert not any(arg.startswith("kimi_k3_rs.hf.") for arg in named), named
+        for how, copied in round_trips(processor):
+            assert type(copied) is cls and copied.to_dict() == processor.to_dict(), how
 
 
 def test_processor_keeps_the_checkpoints_attributes():

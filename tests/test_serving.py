@@ -31,6 +31,7 @@ import pytest
 
 import kimi_k3_rs
 import kimi_k3_rs.processor as processor_module
+from kimi_k3_rs.hf import outputs as hf_outputs
 from helpers import (
     K3_CFG,
     K25_CFG,
@@ -66,7 +67,7 @@ def small_medias():
 
 def forget_transformers_lookup(monkeypatch):
     """The package looks for transformers once per process; make it look again (restored after)."""
-    monkeypatch.setattr(kimi_k3_rs.hf_outputs, "_BATCH_FEATURE", kimi_k3_rs.hf_outputs._UNSET)
+    monkeypatch.setattr(hf_outputs, "_BATCH_FEATURE", hf_outputs._UNSET)
 
 
 @pytest.fixture

@@ -101,15 +101,22 @@ _PRESETS = {
 
 
 def __getattr__(name: str) -> Any:
-    """Serve the preset dicts as fresh copies, and ``KimiK3VisionProcessor`` (PEP 562).
+    """Serve the preset dicts as fresh copies, ``KimiK3VisionProcessor`` and the
+    :mod:`kimi_k3_rs.hf` package (PEP 562).
 
-    ``KimiK3VisionProcessor`` is looked up once (:func:`kimi_k3_rs.hf_public._public_class`,
+    ``KimiK3VisionProcessor`` is looked up once (:func:`kimi_k3_rs.hf.public._public_class`,
     which imports transformers when it is installed), then kept as a module global.
+    ``kimi_k3_rs.hf`` is imported on first access (importing it sets it as an attribute),
+    so that ``import kimi_k3_rs`` imports none of it.
     """
     if name in _PRESETS:
         return _PRESETS[name]()
+    if name == "hf":
+        import importlib
+
+        return importlib.import_module(".hf", __name__)
     if name == "KimiK3VisionProcessor":
-        from .hf_public import _public_class
+        from .hf.public import _public_class
 
         cls = _public_class()
         globals()[name] = cls
@@ -118,5 +125,5 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    """The module's names, the preset dicts served by ``__getattr__`` included."""
-    return sorted(set(globals()) | set(_PRESETS) | {"KimiK3VisionProcessor"})
+    """The module's names, those served by ``__getattr__`` included."""
+    return sorted(set(globals()) | set(_PRESETS) | {"KimiK3VisionProcessor", "hf"})

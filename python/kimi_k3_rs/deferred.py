@@ -21,7 +21,6 @@ from . import _native, errors
 from .batch import _naming, _run
 from .config import REQUIRED_KEYS, MediaProcConfig, _ByConstructor
 from .decoding import _header_size
-from .hf import KimiK3VisionProcessor
 from .inputs import _as_list, _is_torch_tensor, _split_media
 from .options import _UNSET, _Options, _Unset
 from .sizing import _resize_dict
@@ -329,6 +328,9 @@ def _prepare(
     """The deferred flow of both entries (see :func:`prepare_kimi_k3_encoder_inputs`);
     ``result``: the class returned (its grid message)."""
     pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels, max_decoded_bytes, allowed_formats = overrides
+    # imported here, so that ``import kimi_k3_rs`` imports none of kimi_k3_rs.hf
+    from .hf import KimiK3VisionProcessor
+
     if isinstance(processor, KimiK3VisionProcessor):
         cfg = processor.config
         base = processor.options

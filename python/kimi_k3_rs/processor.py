@@ -21,10 +21,9 @@ from .batch import _run
 from .config import MediaProcConfig
 from .deferred import KimiK3EncoderInputs, prepare_kimi_k3_encoder_inputs
 from .errors import ImageTooLargeError
-from .hf import PREPROCESSOR_CONFIG_NAME
 
-if TYPE_CHECKING:  # resolved at run time by __getattr__ (no transformers import here)
-    from .hf import KimiK3VisionProcessor
+if TYPE_CHECKING:  # resolved at run time by __getattr__ (kimi_k3_rs.hf imported on first use)
+    from .hf import PREPROCESSOR_CONFIG_NAME, KimiK3VisionProcessor
 from .inputs import _as_list
 from .options import (
     DEFAULT_MAX_DECODED_BYTES,
@@ -211,9 +210,15 @@ def preprocess(
 
 def __getattr__(name: str) -> Any:
     """``KimiK3VisionProcessor``: the class ``kimi_k3_rs.KimiK3VisionProcessor`` is (the
-    transformers subclass when transformers imports), looked up on first access."""
+    transformers subclass when transformers imports), looked up on first access; and
+    ``PREPROCESSOR_CONFIG_NAME`` (:mod:`kimi_k3_rs.hf`'s), so that importing this module
+    imports none of :mod:`kimi_k3_rs.hf`."""
     if name == "KimiK3VisionProcessor":
-        from .hf_public import _public_class
+        from .hf.public import _public_class
 
         return _public_class()
+    if name == "PREPROCESSOR_CONFIG_NAME":
+        from .hf import PREPROCESSOR_CONFIG_NAME
+
+        return PREPROCESSOR_CONFIG_NAME
     raise AttributeError(f"module 'kimi_k3_rs.processor' has no attribute {name!r}")

@@ -16,12 +16,12 @@ from typing import Any
 
 from PIL import Image
 
-from . import _native, errors
-from .config import MediaProcConfig
-from .decoding import _header_size
-from .options import _Options
-from .sizing import _resize_dict
-from .video import split_video_plan
+from .. import _native, errors
+from ..config import MediaProcConfig
+from ..decoding import _header_size
+from ..options import _Options
+from ..sizing import _resize_dict
+from ..video import split_video_plan
 
 #: The ``media_proc_cfg`` keys K2.5's ``get_resize_config`` reads for a ``video_chunk``
 #: (with ``[]``, so a config without them cannot size chunks there).

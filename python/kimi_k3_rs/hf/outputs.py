@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from . import errors
-from .options import _UNSET
+from .. import errors
+from ..options import _UNSET
 
 #: ``torch`` when it can be imported, None when not, ``_UNSET`` until first looked up.
 _TORCH: Any = _UNSET

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .hf import KimiK3VisionProcessor
-from .options import _UNSET
+from ..options import _UNSET
+from .processor import KimiK3VisionProcessor
 
 #: The class ``kimi_k3_rs.KimiK3VisionProcessor`` names, once looked up (``_UNSET`` before).
 _PUBLIC_CLASS: Any = _UNSET

@@ -10,10 +10,10 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image
 
-from . import _native, errors
-from .config import MediaProcConfig
-from .modes import _delegated_resize_order_check, _resize_in_mode
-from .options import _Options
+from .. import _native, errors
+from ..config import MediaProcConfig
+from ..modes import _delegated_resize_order_check, _resize_in_mode
+from ..options import _Options
 
 
 def _resize_like_pillow(image: Image.Image, size: tuple[int, int], options: _native.Options) -> Image.Image:

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from . import errors
+from .. import errors
 
 __all__ = ["PREPROCESSOR_CONFIG_NAME"]
 

@@ -1,24 +1,10 @@
-"""The Hugging Face processor: ``KimiK3VisionProcessor``, a drop-in for the checkpoint's.
+"""``KimiK3VisionProcessor``, the class that works without transformers (the package
+:mod:`kimi_k3_rs.hf` documents it and what it reproduces).
 
-Reproduces the whole interface of ``kimi_k3_vision_processing.py: KimiK3VisionProcessor``
-and of K2.5's ``kimi_k25_vision_processing.py: KimiK25VisionProcessor`` (their helpers in
-``media_utils.py``): ``media_proc_cfg``, ``preprocess``, ``media_tokens_calculator``,
-``get_resize_config``, ``resize_image``, ``make_image_prompt``, ``make_chunk_prompt``,
-``split_video_chunks``, ``_transparent_bg_config`` / ``_transparent_bg_fill_stage``,
-``to_dict`` / ``to_json_string`` / ``from_dict`` / ``from_pretrained`` /
-``save_pretrained`` and ``__repr__``.
-
-Two classes share that code. The one defined here works without transformers. When
-transformers can be imported, ``kimi_k3_rs.KimiK3VisionProcessor`` is a subclass of it
-and of ``transformers.image_processing_utils.BaseImageProcessor``, built on first access
-(:func:`_public_class`), so that ``import kimi_k3_rs`` never imports transformers and a
-``ProcessorMixin`` wrapper (the checkpoint's ``KimiK3Processor``, vLLM's) accepts it.
-
-One class serves both checkpoints; which one it acts as (its *flavour*) follows the
-config: K2.5 when ``media_proc_cfg`` has every key K2.5's chunk sizing reads and no
-background key, else K3 (:func:`kimi_k3_rs.hf_video._flavour`). The flavour decides what the checkpoint
-decides per class: whether ``video_chunk`` media are taken, and the names in ``repr``
-and ``to_dict``.
+Its steps live beside it: the outputs (:mod:`kimi_k3_rs.hf.outputs`), ``resize_image``
+(:mod:`kimi_k3_rs.hf.resize`), the K2.5 side (:mod:`kimi_k3_rs.hf.video`) and
+``preprocessor_config.json`` (:mod:`kimi_k3_rs.hf.hub`). It is named
+``kimi_k3_rs.hf.KimiK3VisionProcessor`` (its ``__module__``), the path instances pickle by.
 """
 
 from __future__ import annotations
@@ -32,38 +18,37 @@ from typing import Any, ClassVar
 import numpy as np
 from PIL import Image
 
-from . import _native, errors
-from .batch import _run
-from .config import (
+from .. import _native, errors
+from ..batch import _run
+from ..config import (
     MediaProcConfig,
     TransparentBgConfig,
     _ByConstructor,
     _load_preprocessor_config,
 )
-from .decoding import _header_size
-from .hf_outputs import _batch_feature, _to_tensors
-from .hf_resize import _resize_and_pad
-from .hf_video import (
+from ..decoding import _header_size
+from ..inputs import _as_list
+from ..options import (
+    DEFAULT_MAX_DECODED_BYTES,
+    DEFAULT_MAX_IMAGE_PIXELS,
+    _Options,
+)
+from ..sizing import _resize_dict
+from .hub import (
+    _jsonable,
+    _resolve_config_path,
+    _write_config,
+)
+from .outputs import _batch_feature, _to_tensors
+from .resize import _resize_and_pad
+from .video import (
     _CHECKPOINT_CLASSES,
     _chunk_resize_config,
     _flavour,
     _split_video_chunks,
 )
-from .hub import (
-    PREPROCESSOR_CONFIG_NAME,
-    _jsonable,
-    _resolve_config_path,
-    _write_config,
-)
-from .inputs import _as_list
-from .options import (
-    DEFAULT_MAX_DECODED_BYTES,
-    DEFAULT_MAX_IMAGE_PIXELS,
-    _Options,
-)
-from .sizing import _resize_dict
 
-__all__ = ["PREPROCESSOR_CONFIG_NAME", "KimiK3VisionProcessor"]
+__all__ = ["KimiK3VisionProcessor"]
 
 #: The attributes the processor sets for itself; every other attribute is one the
 #: checkpoint's class keeps too (a keyword of the constructor beyond its own, K2.5's
@@ -155,6 +140,10 @@ class KimiK3VisionProcessor(_ByConstructor):
         AttributeError: transformers' own, for an attribute it cannot set (a
             read-only property of ``BaseImageProcessor``), as the checkpoint's.
     """
+
+    #: The public path (:mod:`kimi_k3_rs.hf` re-exports the class): what ``repr(cls)``
+    #: shows and what a pickled instance records, so that pickles load by it.
+    __module__ = "kimi_k3_rs.hf"
 
     #: Where the ``__init__`` (keywords kept as attributes), ``to_dict`` and
     #: ``__call__`` that the checkpoint's class inherits come from: transformers'
@@ -596,3 +585,8 @@ class KimiK3VisionProcessor(_ByConstructor):
         """
         text = self.to_json_string()
         return [_write_config(os.fspath(save_directory), text)]
+
+
+#: The class's examples, for doctest: its finder skips a class whose ``__module__`` (the
+#: public path, :mod:`kimi_k3_rs.hf`) names another module than the one it scans.
+__test__ = {"KimiK3VisionProcessor": KimiK3VisionProcessor}
