@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use rayon::prelude::*;
 use rayon::{ThreadPool, ThreadPoolBuilder};
 
-/// Estimated pixel work (see `pipeline::view_work`: about one unit per output
+/// Estimated pixel work (see `pipeline::schedule::view_work`: about one unit per output
 /// value written, resize multiply-adds counted at half a unit) below which a
 /// call, an image or a stage runs on one thread even when more are asked for:
 /// under it, waking the pool's workers and handing the result back (tens of

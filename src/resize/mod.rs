@@ -13,12 +13,14 @@
 //! fixed-point taps; `passes.rs` runs the horizontal and vertical passes band by
 //! band (`transpose.rs` turns row bands into columns for the horizontal one);
 //! each pass reduces to one weighted-sum kernel, picked here by [`SimdPath`]
-//! among `scalar.rs`, `sse41.rs`, `avx2.rs` and `avx512.rs`.
+//! among `scalar.rs`, `sse41.rs`, `avx2.rs` and `avx512.rs`; `view.rs` resizes
+//! a whole [`ImageView`] ([`resize_view`]).
 
 mod coefficients;
 mod passes;
 mod scalar;
 mod transpose;
+mod view;
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -28,11 +30,12 @@ mod avx512;
 mod sse41;
 
 pub use coefficients::{bicubic_filter, Coefficients};
+pub use view::resize_view;
 
 use crate::buffers::{try_buffer, AllocFailed};
 use crate::composite::Compositor;
 use crate::config::{Background, FillStage, PillowCompat};
-use crate::image::RowSource;
+use crate::image::{ImageView, RowSource};
 use crate::simd::{Execution, SimdPath};
 use passes::{resize_c, Fill};
 
@@ -223,6 +226,16 @@ pub(crate) enum Pixels<'a> {
     Slice(&'a [u8]),
     /// Rows copied band by band from the source.
     Rows(&'a dyn RowSource),
+}
+
+impl<'a> Pixels<'a> {
+    /// The pixels of `image`: its source's rows, or its buffer.
+    pub(crate) fn of(image: &ImageView<'a>) -> Self {
+        match image.rows {
+            Some(source) => Self::Rows(source),
+            None => Self::Slice(image.data),
+        }
+    }
 }
 
 /// Why a [`Resize`] stopped (then its output is partly written).
