@@ -223,18 +223,38 @@ fn pack<const S: usize, const C: usize>(src: &[u8], dst: &mut [u8]) {
     }
 }
 
+/// How [`banded`] resizes, as `fast_image_resize`'s `ResizeOptions` tells its
+/// `Resizer::resize`: the passes, their order, the alpha handling, the
+/// compositing and the execution.
+#[derive(Clone, Copy)]
+struct ResizeOptions<'a> {
+    /// The horizontal pass's coefficients; `None` keeps the width.
+    horizontal: Option<&'a Coefficients>,
+    /// The vertical pass's coefficients; `None` keeps the height.
+    vertical: Option<&'a Coefficients>,
+    /// The vertical pass runs first (Pillow's order for the size, [`vertical_first`]).
+    vertical_first: bool,
+    /// The pixels (alpha last, `S == C`) are premultiplied where a pass first
+    /// reads them and unpremultiplied in each finished band, as Pillow's
+    /// `Image.resize` converts `RGBA -> RGBa -> RGBA` around its resize.
+    premultiplied: bool,
+    /// Where the pixels are composited onto the background, if at all.
+    fill: Fill<'a>,
+    /// The kernel path, and whether bands run in parallel.
+    run: Execution,
+}
+
 /// The resize of `src` (`S`-byte pixels whose first `C` are the channels,
 /// `width x height` px, in one buffer or read band by band from a
-/// [`RowSource`](crate::image::RowSource)) into `out`, packed `C`-byte pixels: the horizontal pass
-/// with `ch`, the vertical with `cv` (an axis without coefficients keeps its
-/// size), band by band of output rows (bands in parallel when `run.parallel`;
-/// each band runs its passes on one thread). With `premultiplied` (alpha
-/// last, `S == C`), the pixels are premultiplied where a pass first reads
-/// them and unpremultiplied in each finished band, as Pillow's `Image.resize`
-/// converts `RGBA -> RGBa -> RGBA` around its resize. With `composite`, each
-/// finished band (alpha last) is composited onto the background into `out`,
-/// which then holds `C - 1` bytes a pixel (Kimi-K3's `fill_transparent_bg_with`
-/// after the resize, row by row as the reference computes it whole).
+/// [`RowSource`](crate::image::RowSource)) into `out`, packed `C`-byte pixels,
+/// as `options` asks: the horizontal pass with its coefficients `ch`, the
+/// vertical with `cv` (an axis without coefficients keeps its size), band by
+/// band of output rows (bands in parallel when `run.parallel`; each band runs
+/// its passes on one thread), premultiplied around the passes when asked.
+/// With `Fill::After`, each finished band (alpha last) is composited onto the
+/// background into `out`, which then holds `C - 1` bytes a pixel (Kimi-K3's
+/// `fill_transparent_bg_with` after the resize, row by row as the reference
+/// computes it whole).
 ///
 /// Horizontal first: a band resamples horizontally the input rows its
 /// vertical taps read (rows shared with the next band are resampled by both,
@@ -252,19 +272,21 @@ fn pack<const S: usize, const C: usize>(src: &[u8], dst: &mut [u8]) {
 /// # Errors
 /// [`ResizeFailed`] when a band's working memory cannot be had or its rows
 /// cannot be read (then `out` is partly written).
-#[allow(clippy::too_many_arguments)]
 fn banded<const S: usize, const C: usize>(
     src: Pixels<'_>,
     width: usize,
     height: usize,
-    ch: Option<&Coefficients>,
-    cv: Option<&Coefficients>,
-    vertical_first: bool,
-    premultiplied: bool,
-    fill: Fill<'_>,
-    run: Execution,
+    options: &ResizeOptions<'_>,
     out: &mut [u8],
 ) -> Result<(), ResizeFailed> {
+    let &ResizeOptions {
+        horizontal: ch,
+        vertical: cv,
+        vertical_first,
+        premultiplied,
+        fill,
+        run,
+    } = options;
     let (before, composite) = match fill {
         Fill::Before(c) => (Some(c), None),
         Fill::After(c) => (None, Some(c)),
@@ -469,18 +491,15 @@ pub(super) fn resize_c<const S: usize, const C: usize>(
     let ch = (new_width != width).then(|| Coefficients::new(width, new_width));
     let cv = (new_height != height).then(|| Coefficients::new(height, new_height));
     let premultiplied = premultiplied && (ch.is_some() || cv.is_some());
-    banded::<S, C>(
-        src,
-        width,
-        height,
-        ch.as_ref(),
-        cv.as_ref(),
-        vertical_first(compat, width, height, new_width, new_height),
+    let options = ResizeOptions {
+        horizontal: ch.as_ref(),
+        vertical: cv.as_ref(),
+        vertical_first: vertical_first(compat, width, height, new_width, new_height),
         premultiplied,
         fill,
         run,
-        out,
-    )
+    };
+    banded::<S, C>(src, width, height, &options, out)
 }
 
 #[cfg(test)]
@@ -531,19 +550,16 @@ mod tests {
         }
     }
 
-    /// The whole-image passes, in Pillow's order, without bands: what
-    /// [`banded`] must equal (premultiplied around them when asked).
-    #[allow(clippy::too_many_arguments)]
-    fn whole(
-        c: usize,
-        src: &[u8],
-        w: usize,
-        h: usize,
-        ch: Option<&Coefficients>,
-        cv: Option<&Coefficients>,
-        vertical_first: bool,
-        premultiplied: bool,
-    ) -> Vec<u8> {
+    /// The whole-image passes of `options`, in Pillow's order, without bands:
+    /// what [`banded`] must equal (premultiplied around them when asked).
+    fn whole(c: usize, src: &[u8], w: usize, h: usize, options: &ResizeOptions<'_>) -> Vec<u8> {
+        let &ResizeOptions {
+            horizontal: ch,
+            vertical: cv,
+            vertical_first,
+            premultiplied,
+            ..
+        } = options;
         let mut image = src.to_vec();
         if premultiplied {
             premultiply(&mut image, c);
@@ -614,20 +630,15 @@ mod tests {
         };
         let mut got = vec![0u8; 300 * 500 * 4];
         let rows = Rows::new(&src, w * 4);
-        let resize = |pixels, got: &mut [u8]| {
-            banded::<4, 4>(
-                pixels,
-                w,
-                h,
-                Some(&ch),
-                Some(&cv),
-                false,
-                true,
-                Fill::None,
-                run,
-                got,
-            )
+        let options = ResizeOptions {
+            horizontal: Some(&ch),
+            vertical: Some(&cv),
+            vertical_first: false,
+            premultiplied: true,
+            fill: Fill::None,
+            run,
         };
+        let resize = |pixels, got: &mut [u8]| banded::<4, 4>(pixels, w, h, &options, got);
         resize(Pixels::Rows(&rows), &mut got).unwrap();
         let mut want = vec![0u8; got.len()];
         resize(Pixels::Slice(&src), &mut want).unwrap();
@@ -667,11 +678,25 @@ mod tests {
                 let new_h = cv.map_or(h, |c| c.bounds.len());
                 for vertical_first in [false, true] {
                     for premultiplied in [false, c % 2 == 0] {
-                        let want = whole(c, &src, w, h, ch, cv, vertical_first, premultiplied);
-                        for parallel in [false, true] {
-                            let run = Execution {
+                        let serial = ResizeOptions {
+                            horizontal: ch,
+                            vertical: cv,
+                            vertical_first,
+                            premultiplied,
+                            fill: Fill::None,
+                            run: Execution {
                                 path: SimdPath::Scalar,
-                                parallel,
+                                parallel: false,
+                            },
+                        };
+                        let want = whole(c, &src, w, h, &serial);
+                        for parallel in [false, true] {
+                            let options = ResizeOptions {
+                                run: Execution {
+                                    parallel,
+                                    ..serial.run
+                                },
+                                ..serial
                             };
                             let mut got = vec![0u8; new_h * new_w * c];
                             let f = match c {
@@ -683,19 +708,7 @@ mod tests {
                             let rows = Rows::new(&src, w * c);
                             for pixels in [Pixels::Slice(&src), Pixels::Rows(&rows)] {
                                 got.fill(0);
-                                f(
-                                    pixels,
-                                    w,
-                                    h,
-                                    ch,
-                                    cv,
-                                    vertical_first,
-                                    premultiplied,
-                                    Fill::None,
-                                    run,
-                                    &mut got,
-                                )
-                                .unwrap();
+                                f(pixels, w, h, &options, &mut got).unwrap();
                                 assert!(
                                     got == want,
                                     "{c}x{w}x{h}->{new_w}x{new_h} vertical first {vertical_first}, premultiplied {premultiplied}, {pixels:?}"
