@@ -338,9 +338,10 @@ pub enum KimiError {
     /// A caller's `out=` array has the wrong element type for the dtype asked for.
     #[error("out has dtype {got}, expected {expected} for dtype='{dtype}'")]
     OutDtype {
-        /// numpy's name of the array's dtype (abbreviated).
+        /// The buffer's element type: its array's dtype name from the binding
+        /// (abbreviated), `f32` or `u16` from Rust.
         got: String,
-        /// The accepted dtype names, e.g. `"bfloat16 or uint16"`.
+        /// The accepted element types, e.g. `"u16"`.
         expected: &'static str,
         /// The dtype asked for.
         dtype: &'static str,

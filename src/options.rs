@@ -22,7 +22,7 @@ impl OutputDtype {
     /// Every dtype, in the order the error message lists them.
     pub const ALL: [Self; 3] = [Self::Float32, Self::Bfloat16, Self::Float16];
 
-    /// Parse numpy's name of the dtype (`"float32"`, `"bfloat16"`, `"float16"`).
+    /// Parse the dtype's name (`"float32"`, `"bfloat16"`, `"float16"`).
     ///
     /// # Errors
     /// `KimiError::Option` for any other name.
@@ -35,7 +35,7 @@ impl OutputDtype {
             })
     }
 
-    /// numpy's name of the dtype.
+    /// The dtype's name, as the `dtype` option and the messages spell it.
     #[must_use]
     pub fn name(self) -> &'static str {
         match self {

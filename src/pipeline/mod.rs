@@ -19,9 +19,7 @@ mod schedule;
 
 /// Also at its home, `crate::resize::resize_view`.
 pub use crate::resize::resize_view;
-pub use output::{
-    check_out_dtype, overlapping_image, BatchOutput, OutBuffer, Output, PixelValues, Preprocessed,
-};
+pub use output::{overlapping_image, BatchOutput, OutBuffer, Output, PixelValues, Preprocessed};
 pub use plan::{plan, plan_batch, BatchPlan};
 pub(crate) use run::decode_allocation;
 pub use run::{run_batch, run_batch_with, run_planned};
@@ -165,6 +163,42 @@ mod tests {
         assert_eq!(alone.grid_thws, vec![[1, 36, 22], [1, 50, 86], [1, 50, 86]]);
         assert_eq!(out.pixel_values, alone.pixel_values);
     }
+    #[test]
+    fn a_caller_buffer_of_the_other_element_type_is_named() {
+        let data = vec![0u8; 28 * 28 * 3];
+        let views = [ImageView::new(&data, 28, 28, 3).unwrap()];
+        let cfg = MediaProcConfig::kimi_k25();
+        let shape = [4, 3, 14, 14];
+        let options = |dtype| Options::new(PillowCompat::V13, dtype, 1).unwrap();
+        let mut floats = vec![0f32; 4 * 3 * 14 * 14];
+        let out = Output::Float32(OutBuffer {
+            values: &mut floats,
+            shape: &shape,
+        });
+        let err = preprocess_into(&views, &cfg, &options(OutputDtype::Bfloat16), out);
+        assert_eq!(
+            err.unwrap_err().to_string(),
+            "out has dtype f32, expected u16 for dtype='bfloat16'"
+        );
+        let mut bits = vec![0u16; 4 * 3 * 14 * 14];
+        let out = Output::Bits16(OutBuffer {
+            values: &mut bits,
+            shape: &shape,
+        });
+        let err = preprocess_into(&views, &cfg, &options(OutputDtype::Float32), out);
+        assert_eq!(
+            err.unwrap_err().to_string(),
+            "out has dtype u16, expected f32 for dtype='float32'"
+        );
+        let out = Output::Bits16(OutBuffer {
+            values: &mut bits,
+            shape: &shape,
+        });
+        let done = preprocess_into(&views, &cfg, &options(OutputDtype::Float16), out).unwrap();
+        assert_eq!(done.grid_thws, vec![[1, 2, 2]]);
+        assert!(bits.iter().all(|&b| b == 0xbc00), "float16 -1.0 everywhere");
+    }
+
     #[test]
     fn errors_before_pixel_work() {
         let data = vec![0u8; 10];

@@ -20,17 +20,14 @@ pub struct BatchOutput {
     pub resize_configs: Vec<ResizeConfig>,
 }
 
-/// A caller's buffer for `pixel_values`, with the shape and numpy dtype name it
-/// has (so that a wrong one is named in the error).
+/// A caller's buffer for `pixel_values`, with the shape it has (so that a
+/// wrong one is named in the error).
 #[derive(Debug)]
 pub struct OutBuffer<'a, T> {
     /// The values, `shape` row-major.
     pub values: &'a mut [T],
     /// Its shape; must be `[n_patches, 3, patch_size, patch_size]`.
     pub shape: &'a [usize],
-    /// numpy's name of its element type (`"float32"`, `"float16"`, `"bfloat16"`
-    /// or `"uint16"`); Rust callers give the name of their dtype.
-    pub dtype_name: &'a str,
 }
 
 /// Where [`preprocess_into`](super::preprocess_into) writes `pixel_values`.
@@ -67,29 +64,9 @@ pub struct Preprocessed {
     pub resize_configs: Vec<ResizeConfig>,
 }
 
-/// Check that numpy's name of a caller buffer's element type fits `dtype`:
-/// float32; float16; bfloat16 (ml_dtypes) or its uint16 bits.
-///
-/// # Errors
-/// `KimiError::OutDtype` naming both.
-pub fn check_out_dtype(dtype: OutputDtype, dtype_name: &str) -> Result<(), KimiError> {
-    let (accepted, expected): (&[&str], _) = match dtype {
-        OutputDtype::Float32 => (&["float32"], "float32"),
-        OutputDtype::Float16 => (&["float16"], "float16"),
-        OutputDtype::Bfloat16 => (&["bfloat16", "uint16"], "bfloat16 or uint16"),
-    };
-    if accepted.contains(&dtype_name) {
-        return Ok(());
-    }
-    Err(KimiError::OutDtype {
-        got: crate::error::abbreviate(dtype_name),
-        expected,
-        dtype: dtype.name(),
-    })
-}
-
 /// Check a caller's buffer against the plan and the dtype asked for (a buffer
-/// of `u16` bits, `bits16`, takes bfloat16 or float16, an `f32` one float32),
+/// of `u16` bits, `bits16`, takes bfloat16 or float16, an `f32` one float32:
+/// `KimiError::OutDtype` naming the element types),
 /// and that its memory overlaps no image's (the bounds check of
 /// `np.may_share_memory`: the batch is read while `out` is written).
 pub(super) fn check_out<T>(
@@ -99,15 +76,15 @@ pub(super) fn check_out<T>(
     bits16: bool,
     expected: [usize; 4],
 ) -> Result<(), KimiError> {
-    check_out_dtype(dtype, out.dtype_name)?;
     if bits16 == (dtype == OutputDtype::Float32) {
+        let (got, expected) = if bits16 {
+            ("u16", "f32")
+        } else {
+            ("f32", "u16")
+        };
         return Err(KimiError::OutDtype {
-            got: crate::error::abbreviate(out.dtype_name),
-            expected: if bits16 {
-                "float32"
-            } else {
-                "bfloat16, uint16 or float16"
-            },
+            got: got.to_owned(),
+            expected,
             dtype: dtype.name(),
         });
     }

@@ -28,6 +28,27 @@ fn dtype_name(array: &Bound<'_, PyUntypedArray>) -> String {
         .unwrap_or_else(|_| "object".to_owned())
 }
 
+/// Check that numpy's name of a caller buffer's element type fits `dtype`:
+/// float32; float16; bfloat16 (ml_dtypes) or its uint16 bits.
+///
+/// # Errors
+/// `KimiError::OutDtype` naming both.
+fn check_out_dtype(dtype: OutputDtype, dtype_name: &str) -> Result<(), KimiError> {
+    let (accepted, expected): (&[&str], _) = match dtype {
+        OutputDtype::Float32 => (&["float32"], "float32"),
+        OutputDtype::Float16 => (&["float16"], "float16"),
+        OutputDtype::Bfloat16 => (&["bfloat16", "uint16"], "bfloat16 or uint16"),
+    };
+    if accepted.contains(&dtype_name) {
+        return Ok(());
+    }
+    Err(KimiError::OutDtype {
+        got: crate::error::abbreviate(dtype_name),
+        expected,
+        dtype: dtype.name(),
+    })
+}
+
 /// How errors name the images of a call.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Names<'a> {
@@ -242,9 +263,9 @@ pub(crate) fn batch_views<'a>(
 /// A borrowed `out=` array: the element type that `dtype` writes.
 pub(crate) enum OutArray<'py> {
     /// float32 values.
-    Float32(PyReadwriteArrayDyn<'py, f32>, String),
+    Float32(PyReadwriteArrayDyn<'py, f32>),
     /// bfloat16 / float16 bits, through a `uint16` view of the caller's array.
-    Bits16(PyReadwriteArrayDyn<'py, u16>, String),
+    Bits16(PyReadwriteArrayDyn<'py, u16>),
 }
 
 /// Owner of a large output's memory: the base object of the numpy array that
@@ -382,7 +403,7 @@ pub(crate) fn borrow_out<'py>(
         })
     })?;
     let name = dtype_name(array);
-    crate::pipeline::check_out_dtype(dtype, &name).map_err(to_py_err)?;
+    check_out_dtype(dtype, &name).map_err(to_py_err)?;
     if array.dtype().is_native_byteorder() == Some(false) {
         let code = array.dtype().getattr("str")?.extract::<String>()?;
         return Err(to_py_err(KimiError::OutByteOrder(
@@ -406,14 +427,11 @@ pub(crate) fn borrow_out<'py>(
         let typed = array
             .cast::<PyArrayDyn<f32>>()
             .map_err(|_| to_py_err(KimiError::OutLayout))?;
-        return Ok(OutArray::Float32(
-            typed.try_readwrite().map_err(busy)?,
-            name,
-        ));
+        return Ok(OutArray::Float32(typed.try_readwrite().map_err(busy)?));
     }
     let bits = array.call_method1("view", ("uint16",))?;
     let typed = bits
         .cast_into::<PyArrayDyn<u16>>()
         .map_err(|_| to_py_err(KimiError::OutLayout))?;
-    Ok(OutArray::Bits16(typed.try_readwrite().map_err(busy)?, name))
+    Ok(OutArray::Bits16(typed.try_readwrite().map_err(busy)?))
 }

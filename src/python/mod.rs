@@ -328,7 +328,7 @@ fn preprocess<'py>(
     };
     let run = |output: Output<'_>| py.detach(|| run_planned(&views, plan, cfg, opts, output));
     let done = match borrow_out(&out, opts.dtype())? {
-        OutArray::Float32(mut array, name) => {
+        OutArray::Float32(mut array) => {
             let shape = array.shape().to_vec();
             let values = array
                 .as_slice_mut()
@@ -336,10 +336,9 @@ fn preprocess<'py>(
             run(Output::Float32(OutBuffer {
                 values,
                 shape: &shape,
-                dtype_name: &name,
             }))
         }
-        OutArray::Bits16(mut array, name) => {
+        OutArray::Bits16(mut array) => {
             let shape = array.shape().to_vec();
             let values = array
                 .as_slice_mut()
@@ -347,7 +346,6 @@ fn preprocess<'py>(
             run(Output::Bits16(OutBuffer {
                 values,
                 shape: &shape,
-                dtype_name: &name,
             }))
         }
     }
