@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 from kimi_k3_rs import _native
-from kimi_k3_rs._libjpeg import find_pillow_libjpeg
+from kimi_k3_rs._input.native import find_pillow_libjpeg
 from PIL import Image
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data"

@@ -1,7 +1,7 @@
 """PIL input vs numpy input of ``kimi_k3_rs.preprocess``, and the zero-copy opt-in.
 
 A PIL ``L`` / ``LA`` / ``RGB`` / ``RGBA`` image reaches the core through Pillow's Arrow
-export, without ``tobytes()`` (``kimi_k3_rs.pil_export``), when Pillow holds it in one
+export, without ``tobytes()`` (``kimi_k3_rs._input.pil``), when Pillow holds it in one
 memory block: by default images up to 16 MiB (2048x2048 RGB).
 
 Usage (from the repository root, after ``pip install .`` or ``maturin develop --release``)::
@@ -71,7 +71,7 @@ def pil_vs_numpy(runs: int) -> None:
     for width, height in [(1920, 1080), (2048, 2048)]:
         array = photo_like(width, height)
         image = Image.fromarray(array)  # an RGB image in Pillow's own memory
-        exported = kimi_k3_rs.pil_export._exported_pixels(image) is not None
+        exported = kimi_k3_rs._input.pil._exported_pixels(image) is not None
         a, b = run(array), run(image)  # also the warm-up
         assert np.array_equal(a["pixel_values"].view(np.uint32), b["pixel_values"].view(np.uint32))
         times: dict[str, list[float]] = {"numpy": [], "PIL": []}
@@ -110,7 +110,7 @@ def allocators(runs: int) -> None:
                         pillow_core.set_block_size(setting[1])
                     ms, image = timed(decode, data)
                     decoding[name].append(ms)
-                    exported[name] = kimi_k3_rs.pil_export._exported_pixels(image) is not None
+                    exported[name] = kimi_k3_rs._input.pil._exported_pixels(image) is not None
                     ms, out = timed(run, image)
                     running[name].append(ms)
                     bits = out["pixel_values"].view(np.uint32)

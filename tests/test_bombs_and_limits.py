@@ -1127,27 +1127,27 @@ def test_decoded_bytes_are_bounded_by_the_file_size():
     byte of the file where that is more, with 16 bytes of resize filter taps per pixel
     of its width and height; a smaller max_decoded_bytes still decides, and None turns
     both off. The estimate counts the decoder's copies."""
-    from kimi_k3_rs.decoding import _check_header
+    from kimi_k3_rs._input.encoded import check_header
 
     floor, default = 192 << 20, kimi_k3_rs.DEFAULT_MAX_DECODED_BYTES
     assert 240 * 786417 + 16 * (240 + 786417) == floor
-    _check_header((240, 786417), "L", None, default, file_bytes=1)  # exactly the floor
+    check_header((240, 786417), "L", None, default, file_bytes=1)  # exactly the floor
     with pytest.raises(kimi_k3_rs.ImageTooLargeError, match=re.escape(
             "image of 241x786417 decodes to 189526497 bytes, and 12586528 bytes of resize filter taps, from a file "
             "of 16 bytes, over what a file of that size may decode to under max_decoded_bytes (192 MiB, or 2048 "
             "bytes per byte of the file; a decompression bomb?); pass max_decoded_bytes=None to decode it")):
-        _check_header((241, 786417), "L", None, default, file_bytes=16)
-    _check_header((4097, 8192), "RGB", None, default)  # not an encoded file: no size rule
-    _check_header((4097, 8192), "RGB", None, None, file_bytes=1)
+        check_header((241, 786417), "L", None, default, file_bytes=16)
+    check_header((4097, 8192), "RGB", None, default)  # not an encoded file: no size rule
+    check_header((4097, 8192), "RGB", None, None, file_bytes=1)
     size = floor // 2048 + 1000  # a file over 64 KiB: 2048 bytes a byte
-    _check_header((2031, size), "L", None, default, file_bytes=size)
+    check_header((2031, size), "L", None, default, file_bytes=size)
     with pytest.raises(kimi_k3_rs.ImageTooLargeError, match="from a file of"):
-        _check_header((2032, size), "L", None, default, file_bytes=size)
+        check_header((2032, size), "L", None, default, file_bytes=size)
     with pytest.raises(kimi_k3_rs.ImageTooLargeError, match=r"over max_decoded_bytes=1000 "):
-        _check_header((100, 11), "L", None, 1000, file_bytes=10**9)
-    _check_header((5000, 5000), "RGBA", None, default, 2, file_bytes=1)  # 2 copies of 100 MB
+        check_header((100, 11), "L", None, 1000, file_bytes=10**9)
+    check_header((5000, 5000), "RGBA", None, default, 2, file_bytes=1)  # 2 copies of 100 MB
     with pytest.raises(kimi_k3_rs.ImageTooLargeError):
-        _check_header((5000, 5000), "RGBA", None, default, 3, file_bytes=1)
+        check_header((5000, 5000), "RGBA", None, default, 3, file_bytes=1)
     # through preprocess: a 35 KB PNG of 12000000x1 RGB decodes with the check off
     png = _blank_png(12_000_000, 8, 2, 1)
     with pytest.raises(kimi_k3_rs.ImageTooLargeError, match=re.escape(
@@ -1160,7 +1160,7 @@ def test_decoded_bytes_are_bounded_by_the_file_size():
 def test_decoded_copies_follow_the_decoder():
     """Pillow's decoders written in Python hold three copies, WebP four, JPEG 2000
     five, AVIF two; the rest one (a BMP's raw rows, a PNG)."""
-    from kimi_k3_rs.decoding import _decoded_copies
+    from kimi_k3_rs._input.encoded import _decoded_copies
 
     image = Image.new("RGB", (8, 8), (128, 128, 128))
     files = {"QOI": encode(image, "QOI"), "WEBP": encode(image, "WEBP"), "PNG": encode(image, "PNG"),
@@ -1210,7 +1210,7 @@ def test_the_decoders_self_check_ignores_a_lowered_pillow_limit(monkeypatch):
     """The per-process self-check decodes its corpus (64x48 and smaller) with Pillow:
     run first while a caller has lowered ``Image.MAX_IMAGE_PIXELS`` (to 1000), it raised
     Pillow's DecompressionBombError from the first native decode."""
-    from kimi_k3_rs import native_decode
+    from kimi_k3_rs._input import native as native_decode
 
     monkeypatch.setattr(native_decode, "_paths", None)
     monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)

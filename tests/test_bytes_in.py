@@ -20,7 +20,9 @@ from PIL import Image, ImageFile
 from reference import reference_preprocess
 
 import kimi_k3_rs as k
-from kimi_k3_rs import _native, native_decode
+from kimi_k3_rs import _native
+from kimi_k3_rs._input import classify
+from kimi_k3_rs._input import native as native_decode
 
 CONFIGS = {
     "k25": cfg("kimi_k25"),
@@ -174,8 +176,8 @@ def test_a_forced_mismatch_disables_that_format_only(monkeypatch):
     assert paths["jpeg"].startswith("pillow: the native JPEG decoder disagrees with Pillow"), paths
     assert paths["png"].startswith("native:"), paths
     # the JPEG now goes through Pillow, still exact
-    data, encoded = native_decode._route(FILES["jpeg-420"], False)
-    assert encoded is None and data == FILES["jpeg-420"]
+    item, encoded = native_decode.route(classify(FILES["jpeg-420"]), False)
+    assert encoded is None and item.value == FILES["jpeg-420"]
     want_pv, _ = reference_preprocess([FILES["jpeg-420"]], CONFIGS["k25"])
     assert k.preprocess(FILES["jpeg-420"], CONFIGS["k25"])["pixel_values"].tobytes() == want_pv.tobytes()
 
@@ -326,7 +328,7 @@ def test_pillow_decodes_large_images_into_the_pipelines_array(mode, fmt, side, m
     Pillow block is decoded into a numpy array of Pillow's storage layout (Pillow's
     decoder, its bytes), not copied after; bit-exact to the reference under K2.5, K3
     and K3 before_resize. LA (and JPEG / PNG forced to Pillow) likewise through Pillow."""
-    from kimi_k3_rs import decoding
+    from kimi_k3_rs._input import encoded as decoding
 
     monkeypatch.setenv("KIMI_K3_RS_DECODE", "pillow")
     native_decode._paths = None

@@ -61,7 +61,8 @@ import kimi_k3_rs
 import numpy as np
 import pytest
 import reference
-from kimi_k3_rs import _native, native_decode
+from kimi_k3_rs import _native
+from kimi_k3_rs._input import native as native_decode
 from PIL import Image
 
 SEED = int(os.environ.get("KIMI_K3_RS_FUZZ_SEED", "21"))

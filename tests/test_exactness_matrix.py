@@ -58,7 +58,8 @@ from helpers import (
     noise,
     png_chunk,
 )
-from kimi_k3_rs import _native, native_decode
+from kimi_k3_rs import _native
+from kimi_k3_rs._input import native as native_decode
 from PIL import Image
 from reference import reference_preprocess
 

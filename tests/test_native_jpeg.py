@@ -1,7 +1,7 @@
 """The native JPEG decoder (``_native.decode_image``) against Pillow, run here.
 
 The native side loads the libjpeg the installed Pillow links
-(``kimi_k3_rs._libjpeg.find_pillow_libjpeg``) and must give, for every file it
+(``kimi_k3_rs._input.native.find_pillow_libjpeg``) and must give, for every file it
 decodes, the bytes of ``np.asarray(Image.open(BytesIO(data)))``; it must fail
 exactly where Pillow fails (truncated, corrupt) and hand to Pillow what it does
 not decode (CMYK/YCCK, arithmetic coding, MPO, EXIF orientation when asked).
@@ -22,7 +22,7 @@ import helpers
 import numpy as np
 import pytest
 from kimi_k3_rs import ImageError, _native
-from kimi_k3_rs._libjpeg import find_pillow_libjpeg
+from kimi_k3_rs._input.native import find_pillow_libjpeg
 from PIL import Image
 
 JPEG_DIR = helpers.DATA_DIR / "jpeg"

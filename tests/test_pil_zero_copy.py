@@ -322,7 +322,7 @@ def test_a_multi_block_image_is_not_copied_before_the_call() -> None:
     their join, twice the packed image)."""
     import tracemalloc
 
-    from kimi_k3_rs.pil_export import _pixels_of
+    from kimi_k3_rs._input.pil import _pixels_of
 
     image = owned(3000, 2100, "RGB", seed=18)  # 24 MiB in Pillow's 4-byte pixels
     packed = 3000 * 2100 * 3

@@ -37,14 +37,13 @@ from .errors import ConfigError, ImageError, ImageTooLargeError, KimiK3Error
 
 if TYPE_CHECKING:  # resolved at run time by __getattr__ (no transformers import here)
     from .hf import KimiK3VisionProcessor
-from .native_decode import DECODE_ENV, decode_path
+from ._input import DECODE_ENV, decode_path, enable_pillow_zero_copy
 from .options import (
     DEFAULT_MAX_DECODED_BYTES,
     DEFAULT_MAX_IMAGE_PIXELS,
     NUM_THREADS_ENV,
     VISION_FORMATS,
 )
-from .pil_export import enable_pillow_zero_copy
 from .processor import preprocess
 from .sizing import count_image_tokens, navit_resize_config
 from .video import (

@@ -8,23 +8,19 @@ the K2.5 entry differs where sglang's does: its messages, and images taken as RG
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
-from PIL import Image
 
 from . import _native, errors
-from .batch import _naming, _run
+from ._input import Item, Kind, as_list, chunk_frames, classify, header_size, naming
+from .batch import _run
 from .config import REQUIRED_KEYS, MediaProcConfig, _ByConstructor
-from .decoding import _header_size
-from .inputs import _as_list, _is_torch_tensor, _split_media
 from .options import _UNSET, _Options, _Unset
 from .sizing import _resize_dict
-from .video import _chunk_frames, _is_video_chunk
 
 __all__ = [
     "KimiK3EncoderInputs",
@@ -106,8 +102,9 @@ class KimiK3EncoderInputs(_ByConstructor):
             raise errors.bad_field(owner, "content_hashes", f"a list of {count} entries (one per item)", hashes)
         frames = []
         for index, item in enumerate(self._images):  # 0 for an image, a chunk's frame count
-            with _naming(index):
-                frames.append(len(_chunk_frames(item, self._config)) if _is_video_chunk(item) else 0)
+            with naming(index):
+                is_chunk = classify(item).kind is Kind.VIDEO_CHUNK
+                frames.append(len(chunk_frames(item, self._config)) if is_chunk else 0)
         tuples, self.grid_thws = _native.size_items([(w, h) for w, h in sizes], self._config.native, frames)
         self.resize_configs = [_resize_dict(t) for t in tuples]
         self.num_tokens = [r["num_tokens"] for r in self.resize_configs]
@@ -306,14 +303,14 @@ _K25 = _Flavour(errors.k25_no_navit_config, errors.k25_no_navit_config, errors.k
 _Result = TypeVar("_Result", bound=KimiK3EncoderInputs)
 
 
-def _check_rgb_input(image: Any) -> None:
-    """sglang's ``_to_pil_rgb`` check, on every input type :func:`preprocess` takes."""
-    if isinstance(image, np.ndarray):
-        accepted = image.dtype == np.uint8
-    elif _is_torch_tensor(image):
-        accepted = str(image.dtype) == "torch.uint8"
+def _check_rgb_input(item: Item) -> None:
+    """sglang's ``_to_pil_rgb`` check, on every input kind :func:`preprocess` takes."""
+    if item.kind is Kind.ARRAY:
+        accepted = item.value.dtype == np.uint8
+    elif item.kind is Kind.TENSOR:
+        accepted = str(item.value.dtype) == "torch.uint8"
     else:
-        accepted = isinstance(image, (Image.Image, bytes, bytearray, memoryview, str, os.PathLike))
+        accepted = item.kind in (Kind.PIL, Kind.ENCODED)
     if not accepted:
         raise errors.k25_not_pil_or_tensor()
 
@@ -359,26 +356,26 @@ def _prepare(
     items: list[Any] = []
     hashes: list[Any] = []
     sources: list[Any] = []
-    for index, item in enumerate(_as_list(images)):
-        if flavour.chunks and _is_video_chunk(item) and cfg.video is not None:
-            with _naming(index):
-                chunk = _chunk_frames(item, cfg)
-            items.append(item)
-            hashes.append(item.get("content_hash"))
+    for index, value in enumerate(as_list(images)):
+        item = classify(value)
+        if item.kind is Kind.VIDEO_CHUNK and flavour.chunks and cfg.video is not None:
+            with naming(index):
+                chunk = chunk_frames(value, cfg)
+            items.append(value)
+            hashes.append(value.get("content_hash"))
             sources.append(chunk[0])
             continue
-        if isinstance(item, Mapping) and (item.get("type") != "image" or "image" not in item):
-            raise flavour.media_item(item)
-        image, content_hash = _split_media(item)
+        if item.kind in (Kind.VIDEO_CHUNK, Kind.OTHER_MEDIA):
+            raise flavour.media_item(value)
         if flavour.rgb:
-            _check_rgb_input(image)
-        items.append(image)
-        hashes.append(content_hash)
-        sources.append(image)
+            _check_rgb_input(item)
+        items.append(item.value)
+        hashes.append(item.content_hash)
+        sources.append(item.value)
     sizes: list[tuple[int, int]] = []
     for index, source in enumerate(sources):
-        with _naming(index):  # any fault reading it names the item
-            sizes.append(_header_size(source, opts.exif_transpose, opts.allowed_formats))  # reads headers only
+        with naming(index):  # any fault reading it names the item
+            sizes.append(header_size(source, opts.exif_transpose, opts.allowed_formats))  # reads headers only
     return result(
         original_image_sizes=[[w, h] for w, h in sizes],
         content_hashes=hashes,

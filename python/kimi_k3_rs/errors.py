@@ -12,7 +12,7 @@ core's one abbreviation (at most 200 characters, on one line). Texts that sglang
 the checkpoint define are kept verbatim, class included, and marked
 (:func:`is_verbatim`, set by their builders here and by the core) so that a batch
 raises them as they are; any other fault met while an input is read becomes an
-:class:`ImageError` naming the input (``kimi_k3_rs.batch._naming``).
+:class:`ImageError` naming the input (``kimi_k3_rs._input.naming``).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def _verbatim(build: Callable[_P, _E]) -> Callable[_P, _E]:
     """Mark an error builder whose text and class are another project's (sglang's, the
     checkpoint's): each exception it returns carries the mark that :func:`is_verbatim`
     reads, so that a batch raises it as it is, without the image's index in front, as
-    there (``kimi_k3_rs.batch._naming``)."""
+    there (``kimi_k3_rs._input.naming``)."""
 
     @functools.wraps(build)
     def marked(*args: _P.args, **kwargs: _P.kwargs) -> _E:
@@ -239,7 +239,7 @@ def too_many_decoded_bytes(width: int, height: int, nbytes: int, max_decoded_byt
 
 def decodes_beyond_its_size(width: int, height: int, nbytes: int, taps: int, file_bytes: int) -> ImageTooLargeError:
     """An encoded file decodes to more than its size allows, with its resize's ``taps``
-    bytes of filter taps (``decoding._check_header``)."""
+    bytes of filter taps (``kimi_k3_rs._input.encoded.check_header``)."""
     return ImageTooLargeError(
         f"image of {width}x{height} decodes to {nbytes} bytes, and {taps} bytes of resize filter taps, "
         f"from a file of {file_bytes} bytes, over what a file of that size may decode to under "

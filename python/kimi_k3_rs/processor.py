@@ -24,7 +24,7 @@ from .errors import ImageTooLargeError
 
 if TYPE_CHECKING:  # resolved at run time by __getattr__ (kimi_k3_rs.hf imported on first use)
     from .hf import PREPROCESSOR_CONFIG_NAME, KimiK3VisionProcessor
-from .inputs import _as_list
+from ._input import as_list
 from .options import (
     DEFAULT_MAX_DECODED_BYTES,
     DEFAULT_MAX_IMAGE_PIXELS,
@@ -204,7 +204,7 @@ def preprocess(
     opts = _Options.make(
         pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels, max_decoded_bytes, allowed_formats
     )
-    pixel_values, grid_thws = _run(_as_list(images), cfg, opts, out)
+    pixel_values, grid_thws = _run(as_list(images), cfg, opts, out)
     return {"pixel_values": pixel_values, "grid_thws": grid_thws}
 
 

@@ -18,17 +18,16 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
-from PIL import Image
 
 from . import _native, errors
+from ._input import frame_list
 from .config import MediaProcConfig, VideoConfig
-from .inputs import _is_torch_tensor
 
 __all__ = [
     "VideoChunkPlan",
@@ -223,26 +222,6 @@ def split_video_plan(
     return plans
 
 
-def _frame_list(frames: Any) -> Sequence[Any]:
-    """The frames of a video as a sequence: a list / tuple as it is, a THWC array or
-    torch tensor as its ``HWC`` frames (a tensor is copied once to the host)."""
-    if _is_torch_tensor(frames):
-        if str(frames.dtype) != "torch.uint8":
-            raise errors.tensor_dtype(frames.dtype)
-        if hasattr(frames, "detach"):
-            frames = frames.detach()
-        if getattr(getattr(frames, "device", None), "type", "cpu") != "cpu":
-            frames = frames.cpu()
-        frames = np.asarray(frames.numpy())
-    if isinstance(frames, np.ndarray):
-        if frames.ndim != 4:
-            raise errors.bad_video_argument("frames", "a THWC array", frames.shape)
-        return list(frames)  # HWC views
-    if isinstance(frames, (list, tuple)):
-        return frames
-    raise errors.bad_video_argument("frames", "a list of frames, or a THWC uint8 array or tensor", type(frames))
-
-
 def split_video_frames(
     frames: Any, avg_fps: float, media_proc_cfg: Mapping[str, Any] | MediaProcConfig
 ) -> list[dict[str, Any]]:
@@ -285,51 +264,10 @@ def split_video_frames(
         [[4, 6, 10], [1, 6, 10]]
     """
     cfg = MediaProcConfig.from_dict(media_proc_cfg)
-    sequence = _frame_list(frames)
+    sequence = frame_list(frames)
     if len(sequence) == 0:
         raise errors.bad_video_argument("frames", "at least one frame", "no frames")
     return [
         {"type": "video_chunk", "video_chunk": [sequence[i] for i in plan.frame_indices], "prompt": plan.prompt}
         for plan in split_video_plan(len(sequence), avg_fps, cfg)
     ]
-
-
-# --- video_chunk items of preprocess (kimi_k3_rs.batch) ---------------------------------
-
-
-def _is_video_chunk(item: Any) -> bool:
-    """Whether ``item`` is a ``{"type": "video_chunk", ...}`` media dict."""
-    return isinstance(item, Mapping) and item.get("type") == "video_chunk"
-
-
-def _chunk_frames(item: Mapping[str, Any], cfg: MediaProcConfig) -> Sequence[Any]:
-    """The frames of a ``video_chunk`` item; sglang's ``Unsupported Kimi-K3 encoder media
-    item`` for a config without video keys or an item without frames to read, an
-    :class:`ImageError` for an empty chunk (the caller names the item)."""
-    if cfg.video is None or "video_chunk" not in item:
-        raise errors.unsupported_media_item(item)
-    try:
-        frames = _frame_list(item["video_chunk"])
-    except errors.KimiK3Error:
-        raise errors.unsupported_media_item(item) from None
-    if len(frames) == 0:
-        raise errors.empty_video_chunk()
-    return frames
-
-
-def _rgb_frame(image: Image.Image | np.ndarray) -> np.ndarray:
-    """One frame as the uint8 ``HxWx3`` array the core resizes: PIL images through
-    ``convert("RGB")`` (the checkpoint's ``_to_pil``); ``HxW`` / 1-, 2- and 4-channel
-    arrays as that conversion reads L, LA and RGBA (grey repeated, alpha dropped). Other
-    arrays go to the core as they are, which names what is wrong with them."""
-    if isinstance(image, Image.Image):
-        return np.asarray(image if image.mode == "RGB" else image.convert("RGB"))
-    if image.dtype != np.uint8:
-        return image
-    if image.ndim == 2:
-        return np.repeat(image[:, :, None], 3, axis=2)
-    if image.ndim == 3 and image.shape[2] in (1, 2):
-        return np.repeat(image[:, :, :1], 3, axis=2)
-    if image.ndim == 3 and image.shape[2] == 4:
-        return np.ascontiguousarray(image[:, :, :3])
-    return image if image.flags.c_contiguous else np.ascontiguousarray(image)

@@ -19,6 +19,7 @@ import numpy as np
 from PIL import Image
 
 from .. import _native, errors
+from .._input import as_list, header_size
 from ..batch import _run
 from ..config import (
     MediaProcConfig,
@@ -26,8 +27,6 @@ from ..config import (
     _ByConstructor,
     _load_preprocessor_config,
 )
-from ..decoding import _header_size
-from ..inputs import _as_list
 from ..options import (
     DEFAULT_MAX_DECODED_BYTES,
     DEFAULT_MAX_IMAGE_PIXELS,
@@ -293,7 +292,7 @@ class KimiK3VisionProcessor(_ByConstructor):
         """
         kind = media_input["type"]
         if kind == "image":
-            width, height = _header_size(media_input["image"], self.options.exif_transpose, self.options.allowed_formats)
+            width, height = header_size(media_input["image"], self.options.exif_transpose, self.options.allowed_formats)
             resize = _resize_dict(_native.navit_resize_config(width, height, self.config.native))
             return {**resize, "sampled_nframes": 1}
         if kind == "video_chunk" and self._flavour == "kimi_k25":
@@ -381,7 +380,7 @@ class KimiK3VisionProcessor(_ByConstructor):
             TypeError: as :func:`preprocess`.
             ImportError: ``return_tensors="pt"`` without torch.
         """
-        medias = _as_list(medias)
+        medias = as_list(medias)
         for item in medias:
             if isinstance(item, Mapping) and "type" in item:
                 self._check_type(item["type"])

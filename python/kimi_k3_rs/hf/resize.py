@@ -11,8 +11,8 @@ import numpy as np
 from PIL import Image
 
 from .. import _native, errors
+from .._input import resize_in_mode, resize_order_check
 from ..config import MediaProcConfig
-from ..modes import _delegated_resize_order_check, _resize_in_mode
 from ..options import _Options
 
 
@@ -23,7 +23,7 @@ def _resize_like_pillow(image: Image.Image, size: tuple[int, int], options: _nat
     * Same size: a copy (Pillow resamples nothing).
     * A down-scale: ``RGB``: the core; ``RGBA`` / ``LA``: Pillow's premultiplication
       (``convert("RGBa")`` / ``"La"``), the core, and back, as ``Image.resize`` does;
-      other modes as the pipeline resizes them (:func:`kimi_k3_rs.modes._resize_in_mode`:
+      other modes as the pipeline resizes them (:func:`kimi_k3_rs._input.pil.resize_in_mode`:
       ``P`` / ``1`` NEAREST by Pillow, 8-bit modes in the core, 16/32-bit ones by Pillow).
     * Anything else (an up-scale on a side, a zero side): Pillow itself (the core only
       down-scales), whose errors propagate.
@@ -35,17 +35,17 @@ def _resize_like_pillow(image: Image.Image, size: tuple[int, int], options: _nat
     if size == image.size:
         return image.copy()
     if not (0 < new_width <= width and 0 < new_height <= height):
-        _delegated_resize_order_check(image.mode, image.size, size, options.pillow_compat)
+        resize_order_check(image.mode, image.size, size, options.pillow_compat)
         return image.resize(size, Image.Resampling.BICUBIC)
     mode = image.mode
     if mode == "RGB":
         out = Image.fromarray(_native.resize_bicubic(np.asarray(image), new_width, new_height, options))  # HxWx3: RGB
     elif mode in ("RGBA", "LA"):
         premultiplied = {"RGBA": "RGBa", "LA": "La"}[mode]
-        resized = _resize_in_mode(image.convert(premultiplied), size, options)
+        resized = resize_in_mode(image.convert(premultiplied), size, options)
         out = resized.convert(mode)
     else:
-        return _resize_in_mode(image, size, options)
+        return resize_in_mode(image, size, options)
     out.info = image.info.copy()
     return out
 

@@ -17,8 +17,8 @@ from typing import Any
 from PIL import Image
 
 from .. import _native, errors
+from .._input import header_size
 from ..config import MediaProcConfig
-from ..decoding import _header_size
 from ..options import _Options
 from ..sizing import _resize_dict
 from ..video import split_video_plan
@@ -63,7 +63,7 @@ def _chunk_resize_config(frames: Sequence[Any], cfg: MediaProcConfig, options: _
     """K2.5 ``get_resize_config`` of a ``video_chunk``: ``navit_resize_video(w, h, n,
     avg_fps=1.0, sample_fps=min(inf, 1.0), ...)``, so ``n`` frames sampled; sized by
     the core (frame 0's size, the per-frame budget of the chunk)."""
-    width, height = _header_size(frames[0], options.exif_transpose, options.allowed_formats)
+    width, height = header_size(frames[0], options.exif_transpose, options.allowed_formats)
     sizing = _native.navit_resize_video_chunk(width, height, len(frames), cfg.native)
     return {**_resize_dict(sizing), "sampled_nframes": len(frames)}
 

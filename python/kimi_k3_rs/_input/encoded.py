@@ -12,32 +12,36 @@ import binascii
 import contextlib
 import contextvars
 import io
+import math
 import os
 import struct
 from collections.abc import Iterator
-from typing import Any, BinaryIO, Union
+from typing import Any, BinaryIO, NamedTuple, Union
 
 import numpy as np
-from PIL import Image
+from PIL import Image, PngImagePlugin
 from PIL import _imaging as _pillow_core  # what ``PIL.Image.core`` is
 
-from . import _files, _ico, _native, errors
-from .errors import ImageError
-from .inputs import (
-    _SIDE_SWAPPING_ORIENTATIONS,
-    _apply_exif,
-    _exif_orientation,
-    _is_torch_tensor,
-    _tensor_array,
-    _tensor_layout,
+from .. import _files, _native, errors
+from ..errors import _DECODE_ERRORS, ImageError
+from .kinds import (
+    SIDE_SWAPPING_ORIENTATIONS,
+    Item,
+    Kind,
+    apply_exif,
+    exif_orientation,
+    kind_of,
+    tensor_array,
+    tensor_layout,
 )
 
 #: Encoded data as ``Image.open`` is given it: a ``BytesIO`` over the bytes, or a path.
 _Source = Union[io.BytesIO, str, "os.PathLike[str]"]
 
 
-def _encoded_source(data: Any) -> _Source:
-    """Encoded image data as the checkpoint's ``_to_pil`` hands it to ``Image.open``.
+def encoded_source(data: Any) -> _Source:
+    """Encoded image data (a :data:`Kind.ENCODED <kimi_k3_rs._input.kinds.Kind>` value)
+    as the checkpoint's ``_to_pil`` hands it to ``Image.open``.
 
     ``bytes`` / ``bytearray`` / ``memoryview``: the encoded file; ``str`` starting with
     ``data:``: base64 after the first comma; both become a ``BytesIO``. Other ``str``
@@ -53,9 +57,8 @@ def _encoded_source(data: Any) -> _Source:
             return io.BytesIO(base64.b64decode(payload, validate=True))
         except binascii.Error as exc:
             raise errors.data_url_not_base64(exc) from exc
-    if isinstance(data, (str, os.PathLike)):
-        return data
-    raise errors.unsupported_data_type(data)
+    path: str | os.PathLike[str] = data  # the other encoded values: a path
+    return path
 
 
 def _check_pixels(size: tuple[int, int], max_image_pixels: int | None, what: str = "image") -> None:
@@ -123,7 +126,7 @@ def _decoded_copies(image: Image.Image) -> int:
     return _DECODED_COPIES.get(image.format or "", 1)
 
 
-def _check_header(
+def check_header(
     size: tuple[int, int],
     mode: str,
     max_image_pixels: int | None,
@@ -163,7 +166,7 @@ def _bomb_check(size: tuple[int, int], *args: Any, **kwargs: Any) -> None:
     """Pillow's size check (``PIL/Image.py: _decompression_bomb_check``, called by
     ``Image.open`` and by the plugins for nested sizes) with ``max_image_pixels`` in
     place of ``Image.MAX_IMAGE_PIXELS`` while kimi_k3_rs opens or decodes an input of
-    this thread (:func:`_pixel_limit`): None turns it off, and it warns nothing. Every
+    this thread (:func:`pixel_limit`): None turns it off, and it warns nothing. Every
     other caller, in any thread, gets Pillow's own check unchanged."""
     limit = _LIMIT.get()
     if limit is _PILLOWS:
@@ -176,7 +179,7 @@ Image._decompression_bomb_check = _bomb_check
 
 
 @contextlib.contextmanager
-def _pixel_limit(max_image_pixels: int | None) -> Iterator[None]:
+def pixel_limit(max_image_pixels: int | None) -> Iterator[None]:
     """Apply ``max_image_pixels`` at Pillow's own check points (:func:`_bomb_check`)
     in this thread while the block opens or decodes an input."""
     token = _LIMIT.set(max_image_pixels)
@@ -211,7 +214,7 @@ def _magic_formats(prefix: bytes) -> tuple[list[str], list[str]]:
     return accepting, untested
 
 
-def _check_format(source: _Source | bytes, allowed_formats: frozenset[str] | None) -> None:
+def check_format(source: _Source | bytes, allowed_formats: frozenset[str] | None) -> None:
     """Refuse encoded data (its source, or its bytes) before any decoder sees it when
     none of the formats its magic bytes may be (:func:`_magic_formats`) is in
     ``allowed_formats``; the error names the first the magic bytes match (None allows
@@ -241,35 +244,42 @@ def _check_opened_format(image: Image.Image, allowed_formats: frozenset[str] | N
 
 
 @contextlib.contextmanager
-def _loaded(
-    data: Any,
+def loaded_image(
+    item: Item,
     exif_transpose: bool = False,
     max_image_pixels: int | None = None,
     max_decoded_bytes: int | None = None,
     allowed_formats: frozenset[str] | None = None,
 ) -> Iterator[Image.Image | np.ndarray]:
-    """Yield the image of ``data`` (a PIL image or a uint8 array: a large L / RGB / RGBA
+    """Yield the image of ``item`` (a PIL image or a uint8 array: a large L / RGB / RGBA
     file is decoded into an array, :func:`_load_into_array`); a file this function
     opened is closed afterwards. Tensors become numpy views; EXIF is applied on request;
     encoded data of a format not in ``allowed_formats``, or over ``max_image_pixels`` or
-    ``max_decoded_bytes``, is refused from its magic bytes and header."""
-    if isinstance(data, np.ndarray):
-        yield data
+    ``max_decoded_bytes``, is refused from its magic bytes and header.
+
+    Raises:
+        ValueError: the checkpoint's ``Unsupported data type`` for an input of no kind
+            the package reads.
+    """
+    if item.kind is Kind.ARRAY:
+        yield item.value
         return
-    if _is_torch_tensor(data):
-        yield _tensor_array(data)
+    if item.kind is Kind.TENSOR:
+        yield tensor_array(item.value)
         return
-    if isinstance(data, Image.Image):
-        yield _apply_exif(data, exif_transpose)
+    if item.kind is Kind.PIL:
+        yield apply_exif(item.value, exif_transpose)
         return
-    source = _encoded_source(data)
-    _check_format(source, allowed_formats)
+    if item.kind is not Kind.ENCODED:
+        raise errors.unsupported_data_type(item.value)
+    source = encoded_source(item.value)
+    check_format(source, allowed_formats)
     # An ICO's entries are checked from their own headers (which know the XOR + AND
     # mask layout whose doubled height Pillow's ICO plugin checks): no second check.
     is_ico = max_image_pixels is not None and _check_ico(source, max_image_pixels)
-    with _pixel_limit(None if is_ico else max_image_pixels), _open_encoded(source) as image:
+    with pixel_limit(None if is_ico else max_image_pixels), _open_encoded(source) as image:
         _check_opened_format(image, allowed_formats)
-        _check_header(
+        check_header(
             image.size, image.mode, max_image_pixels, max_decoded_bytes, _decoded_copies(image), _file_bytes(source)
         )
         pixels = None if exif_transpose else _load_into_array(image)
@@ -277,7 +287,7 @@ def _loaded(
             yield pixels
             return
         _load(image)
-        yield _apply_exif(image, exif_transpose)
+        yield apply_exif(image, exif_transpose)
 
 
 #: Per PIL mode: the mode of Pillow's storage that :func:`_load_into_array` maps onto
@@ -348,7 +358,7 @@ def _open_encoded(source: _Source) -> Image.Image:
     Any exception a plugin raises
     becomes an :class:`ImageError` naming it (chained); a ``MemoryError`` stays one.
     The size checks inside the plugins (GIF frames, ICNS / ICO / BLP entries, WebP
-    canvases) apply ``max_image_pixels`` too (:func:`_pixel_limit`).
+    canvases) apply ``max_image_pixels`` too (:func:`pixel_limit`).
     """
     try:
         return _open_plugins(source)
@@ -373,7 +383,7 @@ def _open_plugins(source: _Source) -> Image.Image:
     if isinstance(source, io.BytesIO):
         is_path, fp, filename = False, source, ""
     else:
-        is_path, fp = True, _open_path(source)
+        is_path, fp = True, open_path(source)
         filename = os.fspath(source)
     try:
         fp.seek(0)
@@ -408,7 +418,7 @@ def _file_bytes(source: _Source) -> int:
     return os.stat(source).st_size
 
 
-def _open_path(path: str | os.PathLike[str]) -> BinaryIO:
+def open_path(path: str | os.PathLike[str]) -> BinaryIO:
     """``open(path, "rb")`` of a regular file, without blocking (:func:`_files.open_regular`:
     a FIFO or a device is refused before it is opened, with the ``OSError``
     :class:`~kimi_k3_rs._files.NotRegularFileError`); a path that cannot name a file (an
@@ -427,15 +437,15 @@ def _binary_file(source: _Source) -> Iterator[BinaryIO]:
         source.seek(0)
         yield source
         return
-    with _open_path(source) as fp:
+    with open_path(source) as fp:
         yield fp
 
 
-def _ico_entries(source: _Source) -> list[_ico._IcoEntry] | None:
+def _ico_entries(source: _Source) -> list[_IcoEntry] | None:
     """The entries of an ICO as Pillow ranks them, from their headers only
-    (:func:`kimi_k3_rs._ico._ico_entries`); None when ``source`` is not an ICO."""
+    (:func:`_ico_entries_of`); None when ``source`` is not an ICO."""
     with _binary_file(source) as fp:
-        return _ico._ico_entries(fp)
+        return _ico_entries_of(fp)
 
 
 def _check_ico(source: _Source, max_image_pixels: int) -> bool:
@@ -457,28 +467,37 @@ def _check_ico(source: _Source, max_image_pixels: int) -> bool:
     return entries is not None
 
 
-def _header_size(data: Any, exif_transpose: bool, allowed_formats: frozenset[str] | None = None) -> tuple[int, int]:
-    """``(width, height)`` of one input as the pixel path will see it, reading no pixels
-    where it can (file headers; tensor shapes; EXIF orientations 5..8 swap the sides).
-    No ``max_image_pixels`` limit applies: sizing works on any size; ``allowed_formats``
-    does (:func:`_check_format`). An ICO, which Pillow decodes to open it, is sized from
-    its headers (:func:`_ico_entries`)."""
-    if isinstance(data, np.ndarray):
+def header_size(data: Any, exif_transpose: bool, allowed_formats: frozenset[str] | None = None) -> tuple[int, int]:
+    """``(width, height)`` of one image (not a media dict) as the pixel path will see
+    it, reading no pixels where it can (file headers; tensor shapes; EXIF orientations
+    5..8 swap the sides). No ``max_image_pixels`` limit applies: sizing works on any
+    size; ``allowed_formats`` does (:func:`check_format`). An ICO, which Pillow decodes
+    to open it, is sized from its headers (:func:`_ico_entries`).
+
+    Raises:
+        ValueError: the checkpoint's ``Unsupported data type`` for a value of no kind the
+            package reads; what reading the header raises (an :class:`ImageError` for
+            unreadable data).
+    """
+    kind = kind_of(data)
+    if kind is Kind.ARRAY:
         return _native.image_size(data)
-    if isinstance(data, Image.Image):
+    if kind is Kind.PIL:
         return _oriented_size(data, exif_transpose)
-    if _is_torch_tensor(data):
-        height, width, _, _ = _tensor_layout(data)
+    if kind is Kind.TENSOR:
+        height, width, _, _ = tensor_layout(data)
         if height == 0 or width == 0:
             raise errors.empty_tensor(tuple(data.shape))
         return width, height
-    source = _encoded_source(data)
+    if kind is not Kind.ENCODED:
+        raise errors.unsupported_data_type(data)
+    source = encoded_source(data)
     try:
-        _check_format(source, allowed_formats)
+        check_format(source, allowed_formats)
         entries = _ico_entries(source)
         if entries and entries[0].size is not None:  # an ICO: what Pillow decodes (it has no EXIF)
             return entries[0].size
-        with _pixel_limit(None), _open_encoded(source) as image:  # the header only
+        with pixel_limit(None), _open_encoded(source) as image:  # the header only
             _check_opened_format(image, allowed_formats)
             return _oriented_size(image, exif_transpose)
     except errors._DECODE_ERRORS as exc:  # unreadable: as preprocess says it
@@ -491,7 +510,7 @@ def _oriented_size(image: Image.Image, exif_transpose: bool) -> tuple[int, int]:
     width, height = image.size
     if (
         exif_transpose
-        and _exif_orientation(image) in _SIDE_SWAPPING_ORIENTATIONS
+        and exif_orientation(image) in SIDE_SWAPPING_ORIENTATIONS
         and not _turned_on_load(image)
     ):
         return height, width
@@ -511,3 +530,117 @@ def _turned_on_load(image: Image.Image) -> bool:
     stored = (max(e[2] for e in extents), max(e[3] for e in extents))
     width, height = image.size
     return width != height and stored == (height, width)
+
+
+# --- ICO headers -------------------------------------------------------------
+#
+# ICO headers: the entries of an ICO and their images' sizes, read as Pillow reads them.
+#
+# Mirrors ``PIL/IcoImagePlugin.py`` (``IcoFile.__init__``, ``IcoFile.frame``) and
+# ``PIL/BmpImagePlugin.py`` (``_bitmap``) without decoding any pixels, so the decoder's
+# bomb guard (:mod:`kimi_k3_rs._input.encoded`) can refuse an ICO before Pillow decodes it
+# inside ``Image.open``.
+
+
+#: The first 4 bytes of an ICO (reserved 0, type 1), ``_MAGIC`` of ``PIL/IcoImagePlugin.py``.
+_ICO_MAGIC = b"\x00\x00\x01\x00"
+
+#: The signature ``IcoFile.frame`` looks for to read an entry as a PNG (else as a DIB).
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+#: The DIB header sizes whose width and height are 32-bit (``BmpImagePlugin._bitmap``:
+#: ``BITMAPINFOHEADER`` and later); 12 (``BITMAPCOREHEADER``) has 16-bit ones; Pillow
+#: refuses any other size.
+_DIB_INFO_HEADERS = frozenset({40, 52, 56, 64, 108, 124})
+
+
+class _IcoEntry(NamedTuple):
+    """One entry of an ICO directory (``IcoFile.__init__``) and the size of its image."""
+
+    position: int  # index in the directory (``index`` would hide ``tuple.index``)
+    dim: tuple[int, int]  # the directory's width and height (a 0 byte means 256)
+    color_depth: int  # Pillow's order among entries of equal area (lowest first)
+    offset: int  # where the entry's image starts in the file
+    kind: str  # "PNG" or "DIB", told apart as ``IcoFile.frame`` does
+    size: tuple[int, int] | None  # the image's own size; None when its header cannot be read
+
+
+def _ico_entries_of(fp: BinaryIO) -> list[_IcoEntry] | None:
+    """The entries of an ICO, in the order Pillow ranks them, from their headers only.
+
+    Mirrors ``PIL/IcoImagePlugin.py``, ``IcoFile.__init__``: a 6-byte header (reserved,
+    type, count: ``<HHH``) and one 16-byte entry per image (width and height bytes, 0
+    meaning 256; colours; reserved; planes; bits per pixel; data size; data offset:
+    ``<BBBBHHII``), ranked by area, largest first, ties by colour depth, lowest first.
+    Each image's size comes from its first 24 bytes (:func:`_ico_image_size`). The
+    first-ranked entry is the one ``IcoImageFile`` decodes (Pillow 10.4 to 13 alike);
+    when it is a PNG, its size is the one Pillow's PNG parser gives
+    (:func:`_ico_png_size`).
+
+    Args:
+        fp: the encoded data, a binary file at offset 0.
+
+    Returns:
+        None when ``fp`` does not start with the ICO magic, or its directory is
+        cut short (Pillow's ICO plugin refuses such a file without decoding it).
+    """
+    head = fp.read(6)
+    if len(head) < 6 or not head.startswith(_ICO_MAGIC):
+        return None
+    count = int.from_bytes(head[4:], "little")
+    directory = fp.read(16 * count)
+    if len(directory) < 16 * count:
+        return None
+    entries = []
+    for index in range(count):
+        width, height, colours, _, _, bpp, _, offset = struct.unpack_from("<BBBBHHII", directory, 16 * index)
+        color_depth = bpp or (colours != 0 and math.ceil(math.log(colours, 2))) or 256  # noqa: FURB163 (as Pillow)
+        kind, size = _ico_image_size(fp, offset)
+        entries.append(_IcoEntry(index, (width or 256, height or 256), color_depth, offset, kind, size))
+    entries.sort(key=lambda entry: entry.color_depth)
+    entries.sort(key=lambda entry: entry.dim[0] * entry.dim[1], reverse=True)
+    if entries and entries[0].kind == "PNG":
+        entries[0] = entries[0]._replace(size=_ico_png_size(fp, entries[0].offset))
+    return entries
+
+
+def _ico_image_size(fp: BinaryIO, offset: int) -> tuple[str, tuple[int, int] | None]:
+    """``(kind, size)`` of the image an ICO entry holds at ``offset``, from its first 24 bytes.
+
+    As ``IcoFile.frame`` tells them apart: a PNG when it starts with the PNG signature,
+    its size then the width and height of its first chunk, an ``IHDR`` (big-endian
+    u32); otherwise a DIB (a BMP without its file header), whose size is read as
+    ``BmpImagePlugin._bitmap`` reads it: u16 sides in a 12-byte header, u32 in the
+    others, the height taken as ``2**32 - height`` when its top byte is 0xFF (a
+    top-down bitmap); then halved, as ``IcoFile.frame`` does, since a DIB in an ICO
+    counts its AND mask in the height. ``size`` is None when the header is cut short,
+    or is not one that Pillow reads.
+    """
+    fp.seek(offset)
+    data = fp.read(24)
+    if data.startswith(_PNG_SIGNATURE):
+        if len(data) < 24 or data[12:16] != b"IHDR":
+            return "PNG", None
+        return "PNG", struct.unpack(">II", data[16:24])
+    header_size = int.from_bytes(data[:4], "little") if len(data) >= 12 else 0
+    if header_size == 12:
+        width, height = struct.unpack_from("<HH", data, 4)
+    elif header_size in _DIB_INFO_HEADERS:
+        width, height = struct.unpack_from("<II", data, 4)
+        if data[11] == 0xFF:
+            height = 2**32 - height
+    else:
+        return "DIB", None
+    return "DIB", (width, height // 2)
+
+
+def _ico_png_size(fp: BinaryIO, offset: int) -> tuple[int, int] | None:
+    """The size of the PNG at ``offset`` as ``IcoFile.frame`` opens it (``PngImageFile``,
+    headers only): that of its last ``IHDR`` before the image data, wherever it lies,
+    which the first chunk alone does not tell. None when Pillow cannot read the PNG's
+    header (``IcoFile.frame`` then fails on it before decoding anything)."""
+    fp.seek(offset)
+    try:
+        return PngImagePlugin.PngImageFile(fp).size
+    except (ValueError, *_DECODE_ERRORS):
+        return None

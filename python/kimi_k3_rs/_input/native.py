@@ -13,6 +13,7 @@ inherits the result. ``KIMI_K3_RS_DECODE=pillow`` sends every file to Pillow.
 
 from __future__ import annotations
 
+import glob
 import io
 import os
 import threading
@@ -22,11 +23,11 @@ import numpy as np
 import PIL
 from PIL import Image, ImageFile
 
-from . import _native, errors
-from ._libjpeg import find_pillow_libjpeg
-from .decoding import _check_format, _encoded_source, _open_path, _pixel_limit
+from .. import _native, errors
+from .encoded import check_format, encoded_source, open_path, pixel_limit
+from .kinds import Item, Kind
 
-__all__ = ["DECODE_ENV", "decode_path"]
+__all__ = ["DECODE_ENV", "decode_path", "find_pillow_libjpeg"]
 
 #: Environment variable: ``pillow`` sends every encoded input to Pillow; ``auto``
 #: (or unset) uses the native decoders where the self-check passes.
@@ -123,7 +124,7 @@ def _disagreement(fmt: str) -> tuple[str | None, int]:
         if path != "native":
             return f"{name} (routed to Pillow: {native})", len(corpus)
         # Pillow's own pixel limit, which a caller may have lowered, is no part of the check
-        with _pixel_limit(None), Image.open(io.BytesIO(data)) as image:
+        with pixel_limit(None), Image.open(io.BytesIO(data)) as image:
             expected = np.asarray(image)
         if native.shape != expected.shape or not np.array_equal(native, expected):
             return name, len(corpus)
@@ -163,17 +164,14 @@ _MAGIC = (b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n", b"BLP1")
 
 
 def _encoded_bytes(data: Any) -> bytes | None:
-    """The encoded file of ``data`` as bytes when it is bytes-like, a data URL or a
-    path of a JPEG, PNG or BLP1 (read whole, as Pillow's ``load`` reads it); None for any
-    other input or format (a path of another format is read no further than its
-    magic bytes)."""
-    if not isinstance(data, (bytes, bytearray, memoryview, str, os.PathLike)):
-        return None
-    source = _encoded_source(data)
+    """The encoded file ``data`` (bytes-like, a data URL or a path) as bytes when it is a
+    JPEG, PNG or BLP1 (read whole, as Pillow's ``load`` reads it); None for any other
+    format (a path of another format is read no further than its magic bytes)."""
+    source = encoded_source(data)
     if isinstance(source, io.BytesIO):
         raw = source.getvalue()
     else:
-        with _open_path(source) as fp:
+        with open_path(source) as fp:
             raw = fp.read(8)
             if not raw.startswith(_MAGIC):
                 return None
@@ -181,12 +179,13 @@ def _encoded_bytes(data: Any) -> bytes | None:
     return raw if raw.startswith(_MAGIC) else None
 
 
-def _route(
-    data: Any, exif_transpose: bool, allowed_formats: frozenset[str] | None = None
-) -> tuple[Any, _native.EncodedImage | None]:
-    """Route one input: ``(data, EncodedImage)`` when the core decodes it natively,
-    else ``(data for Pillow, None)`` (a JPEG or PNG already read comes back as its
-    bytes, so a path is read once).
+def route(
+    item: Item, exif_transpose: bool, allowed_formats: frozenset[str] | None = None
+) -> tuple[Item, _native.EncodedImage | None]:
+    """Route one input: ``(item, EncodedImage)`` when the core decodes it natively,
+    else ``(item for Pillow, None)`` (a JPEG or PNG already read comes back as its
+    bytes, so a path is read once); an input of another kind than an encoded file
+    comes back as it is.
 
     Every JPEG (and the JPEG inside a BLP1 file) is checked against the JPEG cost bounds
     here (scans, 8x8 blocks per byte of the file, block passes of the scans: the core's
@@ -200,15 +199,75 @@ def _route(
         ImageError: corrupt headers, a JPEG over its cost bounds, or a format not in
             ``allowed_formats``.
     """
-    raw = _encoded_bytes(data)
+    raw = _encoded_bytes(item.value) if item.kind is Kind.ENCODED else None
     if raw is None:
-        return data, None
-    _check_format(raw, allowed_formats)
+        return item, None
+    check_format(raw, allowed_formats)
+    read = Item(Kind.ENCODED, raw)
     routed = _native.route_encoded(raw, exif_transpose=exif_transpose)
     if not isinstance(routed, _native.EncodedImage) or ImageFile.LOAD_TRUNCATED_IMAGES:
-        return raw, None
+        return read, None
     if allowed_formats is not None and routed.format == "JPEG" and "MPO" not in allowed_formats:
-        return raw, None
+        return read, None
     if not _checked()[_FORMATS[routed.format]][0]:
-        return raw, None
-    return raw, routed
+        return read, None
+    return read, routed
+
+
+# --- libjpeg -----------------------------------------------------------------
+#
+# Find the libjpeg the installed Pillow uses, for the native JPEG decoder.
+#
+# The native decoder (``_native.load_libjpeg``) must run the very library Pillow
+# decodes with, so that its pixels are Pillow's: Linux wheels bundle
+# libjpeg-turbo as ``site-packages/pillow.libs/libjpeg-<hash>.so.62.*``, macOS
+# wheels as ``PIL/.dylibs/libjpeg.62.*.dylib``; a Pillow built from source links
+# the system's.
+
+
+def _mapped_libjpeg() -> str | None:
+    """The libjpeg mapped into this process (Linux ``/proc/self/maps``), if any."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            lines = maps.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        fields = line.split(maxsplit=5)
+        if len(fields) < 6:
+            continue
+        path = fields[5]
+        name = os.path.basename(path)
+        if name.startswith("libjpeg") and ".so" in name and os.path.isfile(path):
+            return path
+    return None
+
+
+def find_pillow_libjpeg() -> str | None:
+    """Path of the shared libjpeg that ``PIL._imaging`` links, or ``None``.
+
+    Imports ``PIL.Image`` (which loads ``PIL._imaging`` and so its libjpeg),
+    then reads the mapped path from ``/proc/self/maps``; where that is not
+    available (macOS) or shows none, globs ``pillow.libs/libjpeg*.so*`` and
+    ``PIL/.dylibs/libjpeg*.dylib`` next to the ``PIL`` package.
+    """
+    try:
+        import PIL.Image  # loads PIL._imaging, which links libjpeg
+        from PIL import features
+    except ImportError:
+        return None
+    if not features.check_codec("jpg"):
+        return None
+    mapped = _mapped_libjpeg()
+    if mapped is not None:
+        return mapped
+    pil_dir = os.path.dirname(os.path.abspath(PIL.Image.__file__))
+    patterns = (
+        os.path.join(os.path.dirname(pil_dir), "pillow.libs", "libjpeg*.so*"),
+        os.path.join(pil_dir, ".dylibs", "libjpeg*.dylib"),
+    )
+    for pattern in patterns:
+        found = sorted(glob.glob(pattern))
+        if found:
+            return found[0]
+    return None
