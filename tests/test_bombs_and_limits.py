@@ -935,15 +935,21 @@ def _gif_screen(side: int) -> bytes:
             + struct.pack("<HHHHB", 0, 0, 1, 1, 0x80) + b"\0\0\0\xff\xff\xff" + b"\x02\x02\x44\x01\x00;")
 
 
-def _blank_png(side: int, depth: int, colour_type: int, height: int | None = None, pad_to: int | None = None) -> bytes:
+def _blank_png(
+    side: int, depth: int, colour_type: int, height: int | None = None, pad_to: int | None = None,
+    plte_trns: bool = False,
+) -> bytes:
     """A side x side (or side x height) PNG of zeros at the best compression, a tEXt
-    chunk padding it to ``pad_to`` bytes."""
+    chunk padding it to ``pad_to`` bytes; with ``plte_trns``, a black and white palette
+    whose black is transparent."""
     height = side if height is None else height
-    bits = {0: 1, 2: 3, 4: 2, 6: 4}[colour_type] * depth
+    bits = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}[colour_type] * depth
     row = bytes(1 + (side * bits + 7) // 8)
     z = zlib.compressobj(9)
     idat = b"".join(z.compress(row) for _ in range(height)) + z.flush()
     head = b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", struct.pack(">IIBBBBB", side, height, depth, colour_type, 0, 0, 0))
+    if plte_trns:
+        head += png_chunk(b"PLTE", bytes([0, 0, 0, 255, 255, 255])) + png_chunk(b"tRNS", b"\0")
     tail = png_chunk(b"IDAT", idat) + png_chunk(b"IEND", b"")
     if pad_to is not None:
         head += png_chunk(b"tEXt", b"pad\0" + bytes(pad_to - len(head) - len(tail) - 16))
@@ -1030,6 +1036,10 @@ COST_BOMBS = {
     "png-130000000x1-1-bit": (lambda: _blank_png(130_000_000, 1, 0, 1),
                               "image of 130000000x1 decodes to 130000000 bytes, and 2080000016 bytes"),
     "png-10000000x1-rgb-100kb": (lambda: _blank_png(10_000_000, 8, 2, 1, KB100), "decoded"),
+    # A few dozen rows whose one output row's taps span them all, converted by Pillow to
+    # 4 bytes a pixel band by band: a band once held them all (820 and 1,408 MiB)
+    "png-2516569x64-1-bit": (lambda: _blank_png(2_516_569, 1, 0, 64), "decoded"),
+    "png-1118481x160-1-bit-palette-trns": (lambda: _blank_png(1_118_481, 1, 3, 160, plte_trns=True), "decoded"),
     "png-1x10000000-rgb-100kb": (lambda: _blank_png(1, 8, 2, 10_000_000, KB100), "decoded"),
     "bmp-rle8-13377": (lambda: _bmp_rle8(13377), "image of 13377x13377 decodes to 536832387 bytes, and"),
     "bmp-rle8-8355": (lambda: _bmp_rle8(8355, KB100), "decoded"),

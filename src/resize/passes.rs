@@ -202,6 +202,79 @@ struct Band {
     resized: Vec<u8>,
 }
 
+/// Where the bands of [`banded`] read their input rows, and what a band does
+/// to them before its passes.
+struct Inputs<'a> {
+    src: Pixels<'a>,
+    height: usize,
+    /// Bytes of a stored row (with alpha when composited before).
+    src_row_len: usize,
+    /// Bytes of a row as the passes read it.
+    in_row_len: usize,
+    /// Rows a window onto a row source reads ahead.
+    window_len: usize,
+    before: Option<&'a Compositor>,
+    /// The rows are premultiplied in a copy (for a vertical pass).
+    premultiply_copy: bool,
+    /// Bytes of a pixel.
+    stride: usize,
+}
+
+impl<'a> Inputs<'a> {
+    /// The input rows `a..b` as the passes read them: stored (in place, or in
+    /// the thread's `window` onto the source, read ahead so that a read, which
+    /// may wait for a lock such as Python's GIL, serves several bands), then
+    /// composited or premultiplied in `copy` where the band copies them.
+    fn rows<'b>(
+        &self,
+        window: &'b mut Vec<u8>,
+        window_rows: &mut std::ops::Range<usize>,
+        copy: &'b mut Vec<u8>,
+        a: usize,
+        b: usize,
+    ) -> Result<&'b [u8], ResizeFailed>
+    where
+        'a: 'b,
+    {
+        let stored: &[u8] = match self.src {
+            Pixels::Slice(src) => &src[a * self.src_row_len..b * self.src_row_len],
+            Pixels::Rows(source) => {
+                if !(window_rows.start <= a && b <= window_rows.end) {
+                    let ahead = (a + self.window_len).min(self.height).max(b);
+                    grow(window, (ahead - a) * self.src_row_len)?;
+                    source
+                        .read_rows(a, ahead, window)
+                        .map_err(ResizeFailed::Rows)?;
+                    *window_rows = a..ahead;
+                }
+                let offset = window_rows.start;
+                &window[(a - offset) * self.src_row_len..(b - offset) * self.src_row_len]
+            }
+        };
+        Ok(match self.before {
+            Some(compositor) => {
+                grow(copy, (b - a) * self.in_row_len)?;
+                let colour = copy.chunks_exact_mut(self.in_row_len);
+                for (y, (row, out)) in stored
+                    .chunks_exact(self.src_row_len)
+                    .zip(colour)
+                    .enumerate()
+                {
+                    compositor.row(a + y, row, out);
+                }
+                copy
+            }
+            None if self.premultiply_copy => {
+                grow(copy, (b - a) * self.in_row_len)?;
+                copy.copy_from_slice(stored);
+                premultiply(copy, self.stride);
+                copy
+            }
+            None => stored,
+        })
+    }
+}
+
 /// `v` resized to `len` bytes of unspecified contents (an earlier band's
 /// bytes, new ones zero; all [`POISON_BYTE`](crate::buffers::POISON_BYTE)
 /// while the poison mode is on), or [`AllocFailed`]: its user writes every
@@ -339,6 +412,19 @@ fn banded<const S: usize, const C: usize>(
         Pixels::Rows(_) => band_rows.min((share / (in_rows_per_out * src_row_len)).max(1)),
         Pixels::Slice(_) => band_rows,
     };
+    // Input rows a horizontal pass reads at once: as many as a quarter of the
+    // share holds, in whole transposed bands of `ROWS` (at least one).
+    let chunk_rows = ((share / 4 / src_row_len) / ROWS * ROWS).max(ROWS);
+    let inputs = Inputs {
+        src,
+        height,
+        src_row_len,
+        in_row_len,
+        window_len,
+        before,
+        premultiply_copy,
+        stride: S,
+    };
     let path = run.path;
     let failed: Mutex<Option<ResizeFailed>> = Mutex::new(None);
     for_each_chunk(
@@ -368,73 +454,60 @@ fn banded<const S: usize, const C: usize>(
                 }
                 None => (yy0, yy0 + rows),
             };
-            let read_len = (end - first) * in_row_len;
             // The band's passes into `out_band` (its resized rows, `C` bytes a pixel).
             let mut passes = |out_band: &mut [u8]| -> Result<(), ResizeFailed> {
-                // The stored rows the band reads: in place, or from this
-                // thread's window onto the source (read ahead, so that a read,
-                // which may wait for a lock such as Python's GIL, serves
-                // several bands).
-                let stored: &[u8] = match src {
-                    Pixels::Slice(src) => &src[first * src_row_len..end * src_row_len],
-                    Pixels::Rows(source) => {
-                        if !(window_rows.start <= first && end <= window_rows.end) {
-                            let ahead = (first + window_len).min(height).max(end);
-                            grow(window, (ahead - first) * src_row_len)?;
-                            source
-                                .read_rows(first, ahead, window)
-                                .map_err(ResizeFailed::Rows)?;
-                            *window_rows = first..ahead;
-                        }
-                        let offset = window_rows.start;
-                        &window[(first - offset) * src_row_len..(end - offset) * src_row_len]
-                    }
-                };
-                let input: &[u8] = match before {
-                    Some(compositor) => {
-                        grow(copy, read_len)?;
-                        let colour = copy.chunks_exact_mut(in_row_len);
-                        for (y, (row, out)) in
-                            stored.chunks_exact(src_row_len).zip(colour).enumerate()
-                        {
-                            compositor.row(first + y, row, out);
-                        }
-                        copy
-                    }
-                    None if premultiply_copy => {
-                        grow(copy, read_len)?;
-                        copy.copy_from_slice(stored);
-                        premultiply(copy, S);
-                        copy
-                    }
-                    None => stored,
-                };
                 let premultiply_h = premultiplied && !premultiply_copy;
-                let horizontal =
-                    |ch, src: &[u8], premultiply, columns: &mut Columns, out: &mut [u8]| {
-                        horizontal_into::<S, C>(src, width, ch, premultiply, path, columns, out)
-                    };
+                // A horizontal pass on the input rows `first..end` into `out`
+                // (their resized rows), `chunk_rows` input rows at a time: a
+                // band of wide rows whose vertical taps span many of them never
+                // holds them all.
+                let mut horizontal_rows = |ch, out: &mut [u8]| -> Result<(), ResizeFailed> {
+                    let mut a = first;
+                    while a < end {
+                        let b = (a + chunk_rows).min(end);
+                        let input = inputs.rows(window, window_rows, copy, a, b)?;
+                        let rows_out =
+                            &mut out[(a - first) * out_row_len..(b - first) * out_row_len];
+                        horizontal_into::<S, C>(
+                            input,
+                            width,
+                            ch,
+                            premultiply_h,
+                            path,
+                            columns,
+                            rows_out,
+                        )?;
+                        a = b;
+                    }
+                    Ok(())
+                };
                 match (ch, cv) {
                     (Some(ch), Some(cv)) if vertical_first => {
+                        let input = inputs.rows(window, window_rows, copy, first, end)?;
                         grow(tmp, rows * in_row_len)?;
                         vertical_into(input, in_row_len, cv, first, yy0, path, tmp);
-                        horizontal(ch, tmp, false, columns, out_band)?;
+                        horizontal_into::<S, C>(tmp, width, ch, false, path, columns, out_band)?;
                     }
                     (Some(ch), Some(cv)) => {
                         grow(tmp, (end - first) * out_row_len)?;
-                        horizontal(ch, input, premultiply_h, columns, tmp)?;
+                        horizontal_rows(ch, tmp)?;
                         vertical_into(tmp, out_row_len, cv, first, yy0, path, out_band);
                     }
-                    (Some(ch), None) => horizontal(ch, input, premultiply_h, columns, out_band)?,
+                    (Some(ch), None) => horizontal_rows(ch, out_band)?,
                     (None, Some(cv)) if S == C => {
+                        let input = inputs.rows(window, window_rows, copy, first, end)?;
                         vertical_into(input, in_row_len, cv, first, yy0, path, out_band);
                     }
                     (None, Some(cv)) => {
+                        let input = inputs.rows(window, window_rows, copy, first, end)?;
                         grow(tmp, rows * in_row_len)?;
                         vertical_into(input, in_row_len, cv, first, yy0, path, tmp);
                         pack::<S, C>(tmp, out_band);
                     }
-                    (None, None) => pack::<S, C>(input, out_band),
+                    (None, None) => pack::<S, C>(
+                        inputs.rows(window, window_rows, copy, first, end)?,
+                        out_band,
+                    ),
                 }
                 if premultiplied {
                     unpremultiply(out_band, C);
@@ -653,6 +726,40 @@ mod tests {
         match resize(Pixels::Rows(&failing), &mut got) {
             Err(ResizeFailed::Rows(reason)) => assert!(reason.ends_with("are gone"), "{reason}"),
             other => panic!("expected the source's failure, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_band_of_wide_rows_reads_its_input_rows_a_chunk_at_a_time() {
+        // 140,000 px LA rows (280,000 bytes), 70 rows down to 1 (all 70 are its
+        // taps), horizontal pass first: the band reads and resizes its rows 16
+        // at a time (a quarter of the budget holds 14), never all 70 at once,
+        // and gives the whole-image passes' bytes, premultiplied or not.
+        let (w, h, nw) = (140_000, 70, 1_000);
+        let src = noise(w * h * 2, 17);
+        let (ch, cv) = (Coefficients::new(w, nw), Coefficients::new(h, 1));
+        for premultiplied in [false, true] {
+            for parallel in [false, true] {
+                let options = ResizeOptions {
+                    horizontal: Some(&ch),
+                    vertical: Some(&cv),
+                    vertical_first: false,
+                    premultiplied,
+                    fill: Fill::None,
+                    run: Execution {
+                        path: SimdPath::Scalar,
+                        parallel,
+                    },
+                };
+                let want = whole(2, &src, w, h, &options);
+                let rows = Rows::new(&src, w * 2);
+                for pixels in [Pixels::Slice(&src), Pixels::Rows(&rows)] {
+                    let mut got = vec![0u8; nw * 2];
+                    banded::<2, 2>(pixels, w, h, &options, &mut got).unwrap();
+                    assert!(got == want, "premultiplied {premultiplied}, {pixels:?}");
+                }
+                assert_eq!(rows.most.load(Ordering::Relaxed), 16);
+            }
         }
     }
 
