@@ -93,7 +93,7 @@ for py in "${pythons[@]}"; do
         done
         # binaries only: a dependency without a wheel for this Python fails instead of building
         python -m pip install --disable-pip-version-check -q --only-binary :all: \
-            "$wheel" "pytest>=8" "hypothesis>=6"
+            "$wheel" "pytest>=8" "hypothesis>=6" "pytest-timeout>=2"
         python - <<'EOF'
 import sys
 from pathlib import Path

@@ -1099,6 +1099,7 @@ COST_CASES = [(name, decode) for name in sorted(COST_BOMBS)
 
 
 @needs_linux
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize(("name", "decode"), COST_CASES)
 def test_no_small_file_costs_more_than_2_s_or_512_mib(name, decode, tmp_path):

@@ -692,6 +692,7 @@ def outcome_table() -> Iterator[Counter[tuple[str, str, str]]]:
     print("\n" + format_table(_table, SEED, time.perf_counter() - start))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_native_route_and_pillow_route_fail_and_succeed_as_the_reference(fmt: str) -> None:
     decode_paths()

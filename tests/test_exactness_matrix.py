@@ -433,6 +433,7 @@ def carried(case: Case, tmp_path: Any) -> Callable[[], Any]:
     return lambda: item
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", SAMPLE, ids=[c.id for c in SAMPLE])
 def test_matrix(case: Case, monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     """One case of the sample: the reference's bits, poison off and on.

@@ -29,7 +29,7 @@ import pytest
 from helpers import needs_linux, png_chunk
 from PIL import Image
 
-pytestmark = needs_linux
+pytestmark = [needs_linux, pytest.mark.slow]
 
 MIB = 2**20
 

@@ -42,7 +42,7 @@ from kimi_k3_rs.ray import KimiK3Preprocessor, count_tokens_dataset, preprocess_
 
 #: Ray's own deprecation warnings (raised inside ray.data), not ours: the suite runs with
 #: filterwarnings = error.
-pytestmark = pytest.mark.filterwarnings(r"ignore::DeprecationWarning:ray(\..*)?")
+pytestmark = [pytest.mark.filterwarnings(r"ignore::DeprecationWarning:ray(\..*)?"), pytest.mark.slow]
 
 LOOPBACK = {"127.0.0.1", "::ffff:127.0.0.1", "::1"}
 TESTS_DIR = Path(__file__).resolve().parent
