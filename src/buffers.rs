@@ -1,21 +1,18 @@
 //! Large buffers, where the first touch of fresh pages is the cost: huge-page
-//! advice for big intermediates, and page-aligned output memory with a small
-//! process-wide pool of freed outputs.
+//! advice for big intermediates, buffers kept per thread from image to image,
+//! and the poison mode of buffers whose contents are unspecified until written.
 //!
 //! A fresh anonymous page is zeroed by the kernel on its first write. For a
 //! 150 MB output (8000x8000 under K3) that is about 25 ms of kernel time on one
 //! core of the measurement machine, more and very unevenly so when both cores
-//! fault together or the host is busy. Two measures: memory of 2 MiB and more
-//! asks for transparent huge pages (`MADV_HUGEPAGE`; a no-op where THP is
-//! `never`, implied where it is `always`), which cuts the faults 512-fold; and
-//! output memory freed by the caller (its numpy array dropped) is kept for the
-//! next call of about the same size ([`take_output`], [`give_back`]), so that
-//! a steady stream of calls writes into pages already faulted in.
+//! fault together or the host is busy. Memory of 2 MiB and more asks for
+//! transparent huge pages (`MADV_HUGEPAGE`; a no-op where THP is `never`,
+//! implied where it is `always`), which cuts the faults 512-fold; a thread's
+//! working buffers are kept for its next image ([`Scratch`]). (The Python
+//! binding pools the memory of freed numpy outputs the same way.)
 
 use std::cell::RefCell;
-use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
 
 /// The byte every buffer of unspecified contents starts as while poison is on
 /// ([`set_poison`]).
@@ -27,8 +24,8 @@ static POISON: AtomicBool = AtomicBool::new(false);
 /// setting. For tests: while it is on, every buffer whose contents are
 /// unspecified until written (a thread's `Scratch` buffers, new or reused,
 /// the windows and working rows of the banded resize, the bands read from a
-/// row source, output memory new or pooled, and, in the Python binding, new
-/// numpy outputs and an `out=` array) starts as [`POISON_BYTE`] bytes, so that
+/// row source, new outputs, and, in the Python binding, output memory new or
+/// pooled and an `out=` array) starts as [`POISON_BYTE`] bytes, so that
 /// a byte read before it is written shows in the output. Buffers whose zeros
 /// are read by design are zero either way. Off by default; costs one pass over
 /// each such buffer while on.
@@ -53,17 +50,6 @@ pub(crate) fn poison<T: Zeroable>(data: &mut [T]) {
 
 /// Bytes of an x86-64 / arm64 transparent huge page.
 pub(crate) const HUGE_PAGE: usize = 2 << 20;
-
-/// Outputs at least this large come from (and go back to) the pool; smaller
-/// ones are left to numpy's allocator, whose heap keeps them warm already
-/// (glibc serves blocks up to 32 MiB from its heap once one has been freed).
-#[cfg_attr(not(feature = "python"), allow(dead_code))]
-pub(crate) const POOL_MIN_BYTES: usize = 16 << 20;
-
-/// Most freed outputs the pool keeps, and their most bytes in all: the
-/// memory a process holds past its calls is at most this.
-const POOL_MAX_BUFFERS: usize = 2;
-const POOL_MAX_BYTES: usize = 512 << 20;
 
 /// Ask for transparent huge pages on the whole 2 MiB pages inside `data`,
 /// before they are first touched (advice only: the contents are unchanged, and
@@ -240,204 +226,15 @@ impl Drop for Scratch {
     }
 }
 
-/// A page-aligned block of memory, its length a multiple of [`HUGE_PAGE`], with
-/// huge pages asked for. Its contents are unspecified (zero when new, a
-/// previous output's values when pooled, [`POISON_BYTE`] bytes either way
-/// while the poison mode is on): a user writes every byte it reads.
-#[cfg_attr(not(feature = "python"), allow(dead_code))]
-#[derive(Debug)]
-pub(crate) struct OutputMemory {
-    ptr: NonNull<u8>,
-    len: usize,
-}
-
-// SAFETY: `OutputMemory` owns its block outright (no aliasing pointer is kept
-// anywhere else), like a `Box<[u8]>`.
-unsafe impl Send for OutputMemory {}
-// SAFETY: as for `Send`; `&OutputMemory` gives out only the address.
-unsafe impl Sync for OutputMemory {}
-
-#[cfg_attr(not(feature = "python"), allow(dead_code))]
-impl OutputMemory {
-    /// A new block of at least `bytes` (rounded up to whole huge pages), or
-    /// `None` when the system has no memory for it.
-    fn new(bytes: usize) -> Option<Self> {
-        let len = bytes.max(1).checked_next_multiple_of(HUGE_PAGE)?;
-        #[cfg(target_os = "linux")]
-        {
-            // Map one huge page more, then unmap the misaligned head and the
-            // tail, so that the block starts on a huge-page boundary.
-            let map = len.checked_add(HUGE_PAGE)?;
-            // SAFETY: an anonymous private mapping at an address of the
-            // kernel's choice: no existing memory is affected.
-            let raw = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    map,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                    -1,
-                    0,
-                )
-            };
-            if raw == libc::MAP_FAILED {
-                return None;
-            }
-            let raw = raw.cast::<u8>();
-            let head = raw.align_offset(HUGE_PAGE);
-            // SAFETY: the mapping is `map` bytes from `raw`, page-aligned, and
-            // `head` is a multiple of the page size below `HUGE_PAGE`; the two
-            // ranges unmapped here are its parts outside `[head, head + len)`,
-            // which nothing refers to. The advice is on the kept range.
-            unsafe {
-                if head > 0 {
-                    libc::munmap(raw.cast(), head);
-                }
-                let tail = map - head - len;
-                if tail > 0 {
-                    libc::munmap(raw.add(head + len).cast(), tail);
-                }
-                libc::madvise(raw.add(head).cast(), len, libc::MADV_HUGEPAGE);
-            }
-            // SAFETY: `raw` is non-null (not MAP_FAILED), so is `raw + head`.
-            let ptr = unsafe { NonNull::new_unchecked(raw.add(head)) };
-            Some(Self { ptr, len })
-        }
-        #[cfg(not(target_os = "linux"))]
-        {
-            let layout = std::alloc::Layout::from_size_align(len, 4096).ok()?;
-            // SAFETY: `layout` has a non-zero size.
-            let ptr = NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })?;
-            Some(Self { ptr, len })
-        }
-    }
-
-    /// Bytes of the block.
-    pub(crate) fn len(&self) -> usize {
-        self.len
-    }
-
-    /// The block's first byte (page-aligned, so aligned for every element type).
-    pub(crate) fn as_ptr(&self) -> *mut u8 {
-        self.ptr.as_ptr()
-    }
-}
-
-impl Drop for OutputMemory {
-    fn drop(&mut self) {
-        #[cfg(target_os = "linux")]
-        // SAFETY: the block was mapped by `new` with exactly this address and
-        // length, and is owned by `self` alone.
-        unsafe {
-            libc::munmap(self.ptr.as_ptr().cast(), self.len);
-        }
-        #[cfg(not(target_os = "linux"))]
-        // SAFETY: allocated in `new` with this layout (already validated there).
-        unsafe {
-            let layout = std::alloc::Layout::from_size_align_unchecked(self.len, 4096);
-            std::alloc::dealloc(self.ptr.as_ptr(), layout);
-        }
-    }
-}
-
-/// Freed output memory, least recently freed first.
-#[cfg_attr(not(feature = "python"), allow(dead_code))]
-static POOL: Mutex<Vec<OutputMemory>> = Mutex::new(Vec::new());
-
-/// Whether a pooled block of `len` bytes serves an output of `bytes`: large
-/// enough, and at most half as large again (so a big block is not held by a
-/// small output).
-#[cfg_attr(not(feature = "python"), allow(dead_code))]
-fn fits(len: usize, bytes: usize) -> bool {
-    len >= bytes && len - bytes <= bytes / 2
-}
-
-/// Memory for an output of `bytes` (at least [`POOL_MIN_BYTES`] to be served
-/// from the pool): the smallest pooled block that [`fits`], else a new one.
-/// `None` when a new block cannot be mapped.
-///
-/// The pool is only ever tried (`try_lock`), never waited for: a lock held by
-/// a thread that no longer exists after a `fork` leaves the child allocating
-/// new blocks, never deadlocked.
-#[cfg_attr(not(feature = "python"), allow(dead_code))]
-pub(crate) fn take_output(bytes: usize) -> Option<OutputMemory> {
-    let pooled = (bytes >= POOL_MIN_BYTES)
-        .then(|| POOL.try_lock().ok())
-        .flatten()
-        .and_then(|mut pool| {
-            let best = pool
-                .iter()
-                .enumerate()
-                .filter(|(_, m)| fits(m.len, bytes))
-                .min_by_key(|(_, m)| m.len)
-                .map(|(i, _)| i)?;
-            Some(pool.remove(best))
-        });
-    let memory = pooled.or_else(|| OutputMemory::new(bytes))?;
-    // SAFETY: the block is `len` bytes, owned by `memory` alone.
-    poison(unsafe { std::slice::from_raw_parts_mut(memory.as_ptr(), memory.len()) });
-    Some(memory)
-}
-
-/// Return an output's memory once nothing refers to it any more: kept for a
-/// later [`take_output`] when it is large enough, dropping the least recently
-/// freed blocks beyond [`POOL_MAX_BUFFERS`] or [`POOL_MAX_BYTES`]; else unmapped.
-#[cfg_attr(not(feature = "python"), allow(dead_code))]
-pub(crate) fn give_back(memory: OutputMemory) {
-    if memory.len < POOL_MIN_BYTES || memory.len > POOL_MAX_BYTES {
-        return;
-    }
-    let Ok(mut pool) = POOL.try_lock() else {
-        return;
-    };
-    pool.push(memory);
-    let mut evicted = Vec::new();
-    while pool.len() > POOL_MAX_BUFFERS
-        || pool.iter().map(OutputMemory::len).sum::<usize>() > POOL_MAX_BYTES
-    {
-        evicted.push(pool.remove(0));
-    }
-    drop(pool);
-    // Unmapped outside the lock.
-    drop(evicted);
-}
+/// Held by the tests that turn the poison mode on, and by those that read
+/// back what an earlier user left in a buffer.
+#[cfg(test)]
+pub(crate) static POISON_SWITCH: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::PoisonError;
-
-    /// Held by the tests that turn the poison mode on, and by those that read
-    /// back what an earlier user left in a buffer.
-    static POISON_SWITCH: Mutex<()> = Mutex::new(());
-
-    #[test]
-    fn output_memory_is_aligned_writable_and_pooled() {
-        let _switch = POISON_SWITCH.lock().unwrap_or_else(PoisonError::into_inner);
-        let bytes = POOL_MIN_BYTES + 12345;
-        let first = take_output(bytes).unwrap();
-        assert_eq!(first.len() % HUGE_PAGE, 0);
-        assert!(first.len() >= bytes);
-        assert_eq!(first.as_ptr().align_offset(HUGE_PAGE), 0);
-        // SAFETY: the block is `len` bytes, owned here.
-        let data = unsafe { std::slice::from_raw_parts_mut(first.as_ptr(), first.len()) };
-        data.fill(7);
-        assert!(data.iter().all(|&b| b == 7));
-        let address = first.as_ptr();
-        give_back(first);
-        // Other tests may take it first; when this one does, it is the same block.
-        let again = take_output(bytes).unwrap();
-        if again.as_ptr() == address {
-            // SAFETY: as above.
-            let data = unsafe { std::slice::from_raw_parts(again.as_ptr(), again.len()) };
-            assert_eq!(data[bytes - 1], 7);
-        }
-        // A block twice too large is not used for a small output.
-        assert!(!fits(4 * POOL_MIN_BYTES, POOL_MIN_BYTES));
-        assert!(fits(POOL_MIN_BYTES + POOL_MIN_BYTES / 2, POOL_MIN_BYTES));
-        give_back(again);
-        assert!(POOL.lock().unwrap().len() <= POOL_MAX_BUFFERS);
-    }
 
     #[test]
     fn zeroed_values_are_zero_and_too_large_fails() {
@@ -477,15 +274,10 @@ mod tests {
             .iter()
             .all(|&b| b == POISON_BYTE);
         let buffer = try_buffer::<f32>(33).unwrap();
-        let output = take_output(POOL_MIN_BYTES).unwrap();
-        // SAFETY: the block is `len` bytes, owned here.
-        let block = unsafe { std::slice::from_raw_parts(output.as_ptr(), output.len()) };
-        let output_poisoned = block.iter().all(|&b| b == POISON_BYTE);
-        give_back(output);
         // Zeros that are read by design stay zeros.
         let zeroed = try_zeroed::<u8>(100).unwrap().iter().all(|&b| b == 0);
         set_poison(previous);
-        assert!(reused && fresh && output_poisoned && zeroed);
+        assert!(reused && fresh && zeroed);
         assert!(buffer.iter().all(|v| v.to_bits() == 0xA5A5_A5A5));
     }
 

@@ -14,7 +14,7 @@ use pyo3::prelude::*;
 use super::arrow::PillowRows;
 use super::decode::PyEncodedImage;
 use super::errors::{abbreviate_value, at_image, to_py_err};
-use crate::buffers::{self, OutputMemory};
+use super::pool::{self, OutputMemory};
 use crate::error::KimiError;
 use crate::options::OutputDtype;
 use crate::ImageView;
@@ -271,7 +271,7 @@ pub(crate) enum OutArray<'py> {
 /// Owner of a large output's memory: the base object of the numpy array that
 /// [`new_output`] makes on it. When numpy frees the array (and every view of
 /// it), the memory goes back to the crate's pool for a later call
-/// ([`buffers::give_back`]).
+/// ([`pool::give_back`]).
 #[pyclass(frozen, module = "kimi_k3_rs._native", name = "OutputMemory")]
 pub(crate) struct PyOutputMemory {
     memory: std::sync::Mutex<Option<OutputMemory>>,
@@ -285,7 +285,7 @@ impl Drop for PyOutputMemory {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take();
         if let Some(memory) = memory {
-            buffers::give_back(memory);
+            pool::give_back(memory);
         }
     }
 }
@@ -311,7 +311,7 @@ unsafe fn array_on<'py, T: numpy::Element>(
 
 /// A new output of `shape` for `dtype` (float32, float16, or the uint16 bits
 /// of bfloat16), its values unset. Outputs of at least
-/// [`POOL_MIN_BYTES`](buffers::POOL_MIN_BYTES) live in page-aligned memory
+/// [`POOL_MIN_BYTES`](pool::POOL_MIN_BYTES) live in page-aligned memory
 /// with huge pages asked for, taken from the pool of outputs freed by
 /// earlier calls when one fits (already faulted in: no page faults); smaller
 /// ones come from `numpy.empty`.
@@ -338,14 +338,14 @@ pub(crate) fn new_output<'py>(
         .iter()
         .try_fold(element, |n: usize, &d| n.checked_mul(d))
         .ok_or_else(|| fail("too large".to_owned()))?;
-    if bytes < buffers::POOL_MIN_BYTES {
+    if bytes < pool::POOL_MIN_BYTES {
         return py
             .import("numpy")?
             .getattr("empty")?
             .call1((shape.to_vec(), name))
             .map_err(|e| fail(e.value(py).to_string()));
     }
-    let memory = buffers::take_output(bytes).ok_or_else(|| fail("out of memory".to_owned()))?;
+    let memory = pool::take_output(bytes).ok_or_else(|| fail("out of memory".to_owned()))?;
     let ptr = memory.as_ptr();
     let owner = Bound::new(
         py,

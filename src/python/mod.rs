@@ -14,6 +14,7 @@ mod borrow;
 mod config;
 mod decode;
 mod errors;
+mod pool;
 
 use numpy::ndarray::Array2;
 use numpy::{
