@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import numpy as np
@@ -106,6 +106,21 @@ class _Options(_ByConstructor):
     max_image_pixels: int | None = DEFAULT_MAX_IMAGE_PIXELS
     max_decoded_bytes: int | None = DEFAULT_MAX_DECODED_BYTES
     allowed_formats: frozenset[str] | None = None
+    #: The resolved pass-order rule: ``"12"``, ``"12.2"`` or ``"13"`` (``native``'s).
+    compat: str = field(init=False)
+    #: ``"float32"``, ``"bfloat16"`` or ``"float16"`` (``native``'s).
+    dtype: str = field(init=False)
+    #: Threads of a call (``native``'s).
+    num_threads: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        # ``native``'s values as plain attributes: read on every call, without a call.
+        for name, value in (
+            ("compat", self.native.pillow_compat),
+            ("dtype", self.native.dtype),
+            ("num_threads", self.native.num_threads),
+        ):
+            object.__setattr__(self, name, value)
 
     def __eq__(self, other: object) -> bool:
         """Equal when every option is (``native`` compared by its values, so copies and
@@ -116,21 +131,6 @@ class _Options(_ByConstructor):
 
     def __hash__(self) -> int:
         return hash(tuple(self._constructor_kwargs().values()))
-
-    @property
-    def compat(self) -> str:
-        """The resolved pass-order rule: ``"12"``, ``"12.2"`` or ``"13"``."""
-        return self.native.pillow_compat
-
-    @property
-    def dtype(self) -> str:
-        """``"float32"``, ``"bfloat16"`` or ``"float16"``."""
-        return self.native.dtype
-
-    @property
-    def num_threads(self) -> int:
-        """Threads of a call."""
-        return self.native.num_threads
 
     def _constructor_kwargs(self) -> dict[str, Any]:
         """The keyword arguments of :meth:`make` (and of the processor) that give these options."""
