@@ -1,7 +1,8 @@
-//! The crate's one error type, and the one rule for caller values in messages.
+//! The core's one error type, and the one rule for caller values in messages.
 //!
-//! Every user-visible failure is a variant whose `Display` text is the exact
-//! message a caller sees, in Rust and, through the `python` feature, in Python.
+//! Every user-visible failure of the core is a variant whose `Display` text is
+//! the exact message a caller sees, in Rust and, through the `python` feature,
+//! in Python.
 //! Every caller value a message embeds goes through [`abbreviate`] first, so no
 //! message is unbounded or spans lines.
 
@@ -86,8 +87,9 @@ pub fn py_tuple(shape: &[usize]) -> String {
 /// Messages are stable and tested verbatim. Where the checkpoint or sglang has a
 /// message for the same fault, the variant keeps it word for word:
 /// `SideLimit` (`media_utils.navit_resize_image`), `Pattern`
-/// (`kimi_k3_vision_processing.fill_transparent_bg_with`), `Channels` and
-/// `PixelDtype` (sglang `kimi_k3_image_processing.to_hwc_uint8`).
+/// (`kimi_k3_vision_processing.fill_transparent_bg_with`), `Channels` (sglang
+/// `kimi_k3_image_processing.to_hwc_uint8`). The faults of Python values that
+/// only the binding sees are its own error type.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[non_exhaustive]
 pub enum KimiError {
@@ -103,21 +105,6 @@ pub enum KimiError {
         /// The offending value, rendered and abbreviated.
         value: String,
     },
-    /// A `media_proc_cfg` value of the wrong kind where the checkpoint raises a
-    /// `TypeError` (`transparent_bg_config` that is not a mapping).
-    #[error("media_proc_cfg[\"{key}\"] must be {rule}, got {value}")]
-    ConfigType {
-        /// The config key.
-        key: &'static str,
-        /// What the value must be.
-        rule: &'static str,
-        /// The offending value, rendered and abbreviated.
-        value: String,
-    },
-    /// `transparent_bg_config` has a key the checkpoint's dataclass does not
-    /// take (the dataclass constructor's own `TypeError` text).
-    #[error("TransparentBgConfig.__init__() got an unexpected keyword argument '{0}'")]
-    BackgroundKey(String),
     /// `transparent_bg_config["pattern"]` is not a pattern the checkpoint knows
     /// (its own text, `fill_transparent_bg_with`).
     #[error("Invalid background pattern: {0}")]
@@ -189,47 +176,9 @@ pub enum KimiError {
         /// Bytes per pixel asked for.
         pixel_stride: usize,
     },
-    /// Pillow's Arrow export of an image is not the layout its mode has (the
-    /// zero-copy input of a PIL image); `detail` says what differs.
-    #[error("the Arrow export of the {mode} image is not usable: {detail}")]
-    ArrowExport {
-        /// The image's mode, abbreviated.
-        mode: String,
-        /// What is wrong with the export.
-        detail: String,
-    },
     /// The channel count is not 1 (L), 2 (LA), 3 (RGB) or 4 (RGBA) (sglang's text).
     #[error("Unsupported Kimi-K3 image channel count: {0}")]
     Channels(usize),
-    /// Pixels are not raw `uint8` (sglang's text); the value is the dtype's name.
-    #[error("Kimi-K3 preprocessing expects raw uint8 pixels, got {0}")]
-    PixelDtype(String),
-    /// An array of pixels is not 2-D (`HxW`) or 3-D (`HxWxC`); `shape` is
-    /// rendered as a Python tuple.
-    #[error("expected an HxW or HxWxC uint8 array, got shape {shape}")]
-    ImageShape {
-        /// The shape given, e.g. `(2, 3, 4, 5)`.
-        shape: String,
-    },
-    /// A caller's array that must be C-contiguous is not.
-    #[error("{what} must be C-contiguous")]
-    NotContiguous {
-        /// The array, e.g. `"image 2"`.
-        what: String,
-    },
-    /// An array of sizes is not `[n, 2]` (or `[n, 3]` for video), rendered as a
-    /// Python tuple.
-    #[error("sizes must have shape [n, 2] (width, height), got {shape}")]
-    SizesShape {
-        /// The shape given.
-        shape: String,
-    },
-    /// An array of video chunk sizes is not `[n, 3]`, rendered as a Python tuple.
-    #[error("sizes must have shape [n, 3] (width, height, num_frames), got {shape}")]
-    VideoSizesShape {
-        /// The shape given.
-        shape: String,
-    },
     /// A video chunk's frame count is below 1 (the checkpoint reads `video_chunk[0]`).
     #[error("a video_chunk must have at least 1 frame, got {frames}")]
     ChunkFrames {
@@ -276,16 +225,6 @@ pub enum KimiError {
         new_width: u64,
         /// Height the sizing rule gives.
         new_height: u64,
-    },
-    /// A list that needs one entry per image has another length.
-    #[error("{what} has {len} entries for {images} images")]
-    PerImageLength {
-        /// The list, e.g. `"resized"`.
-        what: &'static str,
-        /// Entries given.
-        len: usize,
-        /// Images in the batch.
-        images: usize,
     },
     /// The own-mode resize only down-scales (so every allocation is bounded by
     /// the input's size).
@@ -346,33 +285,11 @@ pub enum KimiError {
         /// The dtype asked for.
         dtype: &'static str,
     },
-    /// A caller's `out=` array is not in the native byte order.
-    #[error("out must have the native byte order, got dtype '{0}'")]
-    OutByteOrder(String),
-    /// A caller's `out=` array is not C-contiguous, aligned and writeable.
-    #[error("out must be a C-contiguous, aligned, writeable array")]
-    OutLayout,
     /// A caller's `out=` array shares memory with an input image.
     #[error("out overlaps image {index}")]
     OutOverlap {
         /// The image's position in the batch.
         index: usize,
-    },
-    /// A caller's `out=` array (or an input) is in use by another call.
-    #[error("{what} is in use by another call (a shared or overlapping buffer): {reason}")]
-    Busy {
-        /// The argument, e.g. `"out"` or `"image 1"`.
-        what: String,
-        /// Why, in the borrow checker's words.
-        reason: String,
-    },
-    /// An argument that must be a numpy array is not one.
-    #[error("{what} must be a numpy array, got {got}")]
-    NotAnArray {
-        /// The argument, e.g. `"out"`.
-        what: String,
-        /// What was given: its type name, abbreviated.
-        got: String,
     },
     /// An encoded file of a natively decoded format is corrupt or truncated.
     #[error("cannot decode {format}: {detail}")]
@@ -460,16 +377,6 @@ pub enum KimiError {
         index: usize,
         /// What went wrong with it.
         error: Box<KimiError>,
-    },
-    /// An argument that must be an integer is not one.
-    #[error("{name} must be an int{or_none}, got {value}")]
-    NotAnInt {
-        /// The argument, e.g. `"num_threads"`.
-        name: &'static str,
-        /// `" or None"` where None is accepted, else empty.
-        or_none: &'static str,
-        /// The value given, abbreviated.
-        value: String,
     },
 }
 

@@ -31,7 +31,7 @@ use numpy::{IntoPyArray, PyArray2, PyArray3, PyArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyCapsuleMethods, PyDict};
 
-use super::errors::to_py_err;
+use super::errors::{to_py_err, BindingError};
 use crate::error::KimiError;
 
 /// `struct ArrowSchema` of the Arrow C data interface.
@@ -203,7 +203,7 @@ fn stored_bands(mode: &str) -> Option<usize> {
 /// `4 * width * height` bytes fit in `usize`.
 ///
 /// # Errors
-/// `ImageError` (`KimiError::ArrowExport`, `rule` saying which modes) for
+/// `ImageError` (`BindingError::ArrowExport`, `rule` saying which modes) for
 /// another mode; `KimiError::Channels` / `EmptyImage` / `Overflow` for a shape
 /// the core does not take.
 fn exported_shape(
@@ -218,7 +218,7 @@ fn exported_shape(
     };
     let (width, height): (usize, usize) = image.getattr("size")?.extract()?;
     let Some(channels) = stored_bands(&mode).filter(|_| modes.contains(&mode.as_str())) else {
-        return Err(to_py_err(KimiError::ArrowExport {
+        return Err(to_py_err(BindingError::ArrowExport {
             mode: crate::error::abbreviate(&mode),
             detail: rule.to_owned(),
         }));
@@ -247,7 +247,7 @@ const STORED_MODES: [&str; 12] = [
 /// and `pixels` pixels, checked to be the layout that mode exports.
 ///
 /// # Errors
-/// `ImageError` (`KimiError::ArrowExport`) when it is not.
+/// `ImageError` (`BindingError::ArrowExport`) when it is not.
 fn checked_export(
     schema: Bound<'_, PyAny>,
     array: Bound<'_, PyAny>,
@@ -255,7 +255,7 @@ fn checked_export(
     pixels: usize,
 ) -> PyResult<PillowExport> {
     let bad = |detail: String| {
-        to_py_err(KimiError::ArrowExport {
+        to_py_err(BindingError::ArrowExport {
             mode: crate::error::abbreviate(mode),
             detail,
         })
@@ -478,7 +478,7 @@ pub(crate) fn pil_rows(image: &Bound<'_, PyAny>, convert: Option<String>) -> PyR
 /// several blocks of memory, or with rows that are not contiguous; an
 /// `AttributeError` before Pillow 11.2.1); `ImageError` (`KimiError::Channels`'
 /// `ValueError` for another mode) when the image is empty or the export is
-/// not the layout its mode exports (`KimiError::ArrowExport`).
+/// not the layout its mode exports (`BindingError::ArrowExport`).
 #[pyfunction]
 #[pyo3(signature = (image, /))]
 pub(crate) fn pil_pixels<'py>(

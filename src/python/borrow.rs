@@ -13,7 +13,7 @@ use pyo3::prelude::*;
 
 use super::arrow::PillowRows;
 use super::decode::PyEncodedImage;
-use super::errors::{abbreviate_value, at_image, to_py_err};
+use super::errors::{abbreviate_value, at_image, to_py_err, BindingError};
 use super::pool::{self, OutputMemory};
 use crate::error::KimiError;
 use crate::options::OutputDtype;
@@ -69,7 +69,7 @@ impl Names<'_> {
     }
 
     /// `err` raised for image `k`.
-    pub(crate) fn error(self, k: usize, err: KimiError) -> PyErr {
+    pub(crate) fn error(self, k: usize, err: impl Into<BindingError>) -> PyErr {
         match self {
             Names::Lone => to_py_err(err),
             Names::Batch(_) => at_image(self.index(k), err),
@@ -86,7 +86,7 @@ fn borrow_array<'py>(
     let array = image.cast::<PyUntypedArray>().map_err(|_| {
         names.error(
             k,
-            KimiError::NotAnArray {
+            BindingError::NotAnArray {
                 what: "the image".to_owned(),
                 got: abbreviate_value(image),
             },
@@ -94,16 +94,16 @@ fn borrow_array<'py>(
     })?;
     let typed = array.cast::<PyArrayDyn<u8>>().map_err(|_| {
         let dtype = crate::error::abbreviate(&dtype_name(array));
-        names.error(k, KimiError::PixelDtype(dtype))
+        names.error(k, BindingError::PixelDtype(dtype))
     })?;
     if !matches!(array.ndim(), 2 | 3) {
         let shape = crate::error::py_tuple(array.shape());
-        return Err(names.error(k, KimiError::ImageShape { shape }));
+        return Err(names.error(k, BindingError::ImageShape { shape }));
     }
     typed.try_readonly().map_err(|e| {
         names.error(
             k,
-            KimiError::Busy {
+            BindingError::Busy {
                 what: "the array".to_owned(),
                 reason: e.to_string(),
             },
@@ -145,10 +145,15 @@ fn array_view<'a>(
     let (height, width, channels) = hwc(array.shape());
     let Ok(data) = array.as_slice() else {
         return rgb_of_four_byte_pixels(array.as_untyped())
-            .unwrap_or(Err(KimiError::NotContiguous {
-                what: "the array".to_owned(),
-            }))
-            .map_err(|e| names.error(k, e));
+            .map(|view| view.map_err(|e| names.error(k, e)))
+            .unwrap_or_else(|| {
+                Err(names.error(
+                    k,
+                    BindingError::NotContiguous {
+                        what: "the array".to_owned(),
+                    },
+                ))
+            });
     };
     ImageView::new(data, width, height, channels).map_err(|e| names.error(k, e))
 }
@@ -397,7 +402,7 @@ pub(crate) fn borrow_out<'py>(
             .name()
             .map(|n| n.to_string())
             .unwrap_or_default();
-        to_py_err(KimiError::NotAnArray {
+        to_py_err(BindingError::NotAnArray {
             what: "out".to_owned(),
             got: crate::error::abbreviate(&got),
         })
@@ -406,7 +411,7 @@ pub(crate) fn borrow_out<'py>(
     check_out_dtype(dtype, &name).map_err(to_py_err)?;
     if array.dtype().is_native_byteorder() == Some(false) {
         let code = array.dtype().getattr("str")?.extract::<String>()?;
-        return Err(to_py_err(KimiError::OutByteOrder(
+        return Err(to_py_err(BindingError::OutByteOrder(
             crate::error::abbreviate(&code),
         )));
     }
@@ -415,10 +420,10 @@ pub(crate) fn borrow_out<'py>(
         && flags.getattr("aligned")?.extract::<bool>()?
         && flags.getattr("writeable")?.extract::<bool>()?;
     if !layout_ok {
-        return Err(to_py_err(KimiError::OutLayout));
+        return Err(to_py_err(BindingError::OutLayout));
     }
     let busy = |e: numpy::BorrowError| {
-        to_py_err(KimiError::Busy {
+        to_py_err(BindingError::Busy {
             what: "out".to_owned(),
             reason: e.to_string(),
         })
@@ -426,12 +431,12 @@ pub(crate) fn borrow_out<'py>(
     if dtype == OutputDtype::Float32 {
         let typed = array
             .cast::<PyArrayDyn<f32>>()
-            .map_err(|_| to_py_err(KimiError::OutLayout))?;
+            .map_err(|_| to_py_err(BindingError::OutLayout))?;
         return Ok(OutArray::Float32(typed.try_readwrite().map_err(busy)?));
     }
     let bits = array.call_method1("view", ("uint16",))?;
     let typed = bits
         .cast_into::<PyArrayDyn<u16>>()
-        .map_err(|_| to_py_err(KimiError::OutLayout))?;
+        .map_err(|_| to_py_err(BindingError::OutLayout))?;
     Ok(OutArray::Bits16(typed.try_readwrite().map_err(busy)?))
 }

@@ -10,7 +10,7 @@ use pyo3::exceptions::PyKeyError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyMapping, PySequence, PyString};
 
-use super::errors::{abbreviate_value, to_py_err};
+use super::errors::{abbreviate_value, to_py_err, BindingError};
 use crate::config::{
     Background, BackgroundPattern, FillStage, MediaProcConfig, BACKGROUND_RULE, BOOL_RULE,
     BYTE_RULE, FILL_STAGE_RULE, FIXED_OUTPUT_TOKENS_RULE, INT_RULE, IN_PATCH_LIMIT_RULE,
@@ -137,7 +137,7 @@ fn background(value: &Bound<'_, PyAny>) -> PyResult<Option<Background>> {
         return Ok(None);
     }
     let Ok(mapping) = value.cast::<PyMapping>() else {
-        return Err(to_py_err(KimiError::ConfigType {
+        return Err(to_py_err(BindingError::ConfigType {
             key: "transparent_bg_config",
             rule: BACKGROUND_RULE,
             value: abbreviate_value(value),
@@ -149,7 +149,7 @@ fn background(value: &Bound<'_, PyAny>) -> PyResult<Option<Background>> {
             .is_ok_and(|k| BACKGROUND_KEYS.contains(&k.as_str()));
         if !known {
             let shown = key.str().map(|s| s.to_string()).unwrap_or_default();
-            return Err(to_py_err(KimiError::BackgroundKey(
+            return Err(to_py_err(BindingError::BackgroundKey(
                 crate::error::abbreviate(&shown),
             )));
         }
@@ -251,7 +251,7 @@ fn video(value: &Bound<'_, PyAny>) -> PyResult<Option<VideoConfig>> {
         return Ok(None);
     }
     let not_video = || {
-        to_py_err(KimiError::ConfigType {
+        to_py_err(BindingError::ConfigType {
             key: "video",
             rule: VIDEO_RULE,
             value: abbreviate_value(value),

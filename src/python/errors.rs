@@ -1,5 +1,7 @@
-//! The exception hierarchy of the package, the one mapping of core errors onto
-//! it, and the one abbreviation of Python values embedded in messages.
+//! The exception hierarchy of the package, the faults only the binding
+//! detects ([`BindingError`]), the one mapping of core and binding errors onto
+//! the exceptions, and the one abbreviation of Python values embedded in
+//! messages.
 
 use pyo3::create_exception;
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -7,6 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyMemoryView, PyString, PyTuple, PyType};
 
 use crate::error::{abbreviate as abbreviate_text, KimiError};
+use thiserror::Error;
 
 create_exception!(
     kimi_k3_rs,
@@ -35,6 +38,113 @@ create_exception!(
      JPEG over its cost bounds (scans, blocks per byte, block passes)."
 );
 
+/// A failure of a call through the binding: a core error, or a fault of the
+/// Python values themselves that only the binding sees (not an array, the
+/// wrong dtype or layout, a buffer in use, ...). Messages are stable and tested
+/// verbatim; `PixelDtype` keeps sglang's text
+/// (`kimi_k3_image_processing.to_hwc_uint8`).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub(crate) enum BindingError {
+    /// An error of the core.
+    #[error(transparent)]
+    Core(#[from] KimiError),
+    /// A `media_proc_cfg` value of the wrong kind where the checkpoint raises a
+    /// `TypeError` (`transparent_bg_config` that is not a mapping).
+    #[error("media_proc_cfg[\"{key}\"] must be {rule}, got {value}")]
+    ConfigType {
+        /// The config key.
+        key: &'static str,
+        /// What the value must be.
+        rule: &'static str,
+        /// The offending value, rendered and abbreviated.
+        value: String,
+    },
+    /// `transparent_bg_config` has a key the checkpoint's dataclass does not
+    /// take (the dataclass constructor's own `TypeError` text).
+    #[error("TransparentBgConfig.__init__() got an unexpected keyword argument '{0}'")]
+    BackgroundKey(String),
+    /// Pillow's Arrow export of an image is not the layout its mode has (the
+    /// zero-copy input of a PIL image); `detail` says what differs.
+    #[error("the Arrow export of the {mode} image is not usable: {detail}")]
+    ArrowExport {
+        /// The image's mode, abbreviated.
+        mode: String,
+        /// What is wrong with the export.
+        detail: String,
+    },
+    /// Pixels are not raw `uint8` (sglang's text); the value is the dtype's name.
+    #[error("Kimi-K3 preprocessing expects raw uint8 pixels, got {0}")]
+    PixelDtype(String),
+    /// An array of pixels is not 2-D (`HxW`) or 3-D (`HxWxC`); `shape` is
+    /// rendered as a Python tuple.
+    #[error("expected an HxW or HxWxC uint8 array, got shape {shape}")]
+    ImageShape {
+        /// The shape given, e.g. `(2, 3, 4, 5)`.
+        shape: String,
+    },
+    /// A caller's array that must be C-contiguous is not.
+    #[error("{what} must be C-contiguous")]
+    NotContiguous {
+        /// The array, e.g. `"image 2"`.
+        what: String,
+    },
+    /// An array of sizes is not `[n, 2]` (or `[n, 3]` for video), rendered as a
+    /// Python tuple.
+    #[error("sizes must have shape [n, 2] (width, height), got {shape}")]
+    SizesShape {
+        /// The shape given.
+        shape: String,
+    },
+    /// An array of video chunk sizes is not `[n, 3]`, rendered as a Python tuple.
+    #[error("sizes must have shape [n, 3] (width, height, num_frames), got {shape}")]
+    VideoSizesShape {
+        /// The shape given.
+        shape: String,
+    },
+    /// A list that needs one entry per image has another length.
+    #[error("{what} has {len} entries for {images} images")]
+    PerImageLength {
+        /// The list, e.g. `"resized"`.
+        what: &'static str,
+        /// Entries given.
+        len: usize,
+        /// Images in the batch.
+        images: usize,
+    },
+    /// A caller's `out=` array is not in the native byte order.
+    #[error("out must have the native byte order, got dtype '{0}'")]
+    OutByteOrder(String),
+    /// A caller's `out=` array is not C-contiguous, aligned and writeable.
+    #[error("out must be a C-contiguous, aligned, writeable array")]
+    OutLayout,
+    /// A caller's `out=` array (or an input) is in use by another call.
+    #[error("{what} is in use by another call (a shared or overlapping buffer): {reason}")]
+    Busy {
+        /// The argument, e.g. `"out"` or `"image 1"`.
+        what: String,
+        /// Why, in the borrow checker's words.
+        reason: String,
+    },
+    /// An argument that must be a numpy array is not one.
+    #[error("{what} must be a numpy array, got {got}")]
+    NotAnArray {
+        /// The argument, e.g. `"out"`.
+        what: String,
+        /// What was given: its type name, abbreviated.
+        got: String,
+    },
+    /// An argument that must be an integer is not one.
+    #[error("{name} must be an int{or_none}, got {value}")]
+    NotAnInt {
+        /// The argument, e.g. `"num_threads"`.
+        name: &'static str,
+        /// `" or None"` where None is accepted, else empty.
+        or_none: &'static str,
+        /// The value given, abbreviated.
+        value: String,
+    },
+}
+
 /// The attribute (set to `True`) that marks an exception whose class and text
 /// are another project's: `kimi_k3_rs.errors.is_verbatim` reads it (the
 /// Python builders of such texts set it too), and a batch raises such an
@@ -58,28 +168,31 @@ fn verbatim(err: PyErr) -> PyErr {
 /// decoded-size limits), options and the reference's side-limit assertion
 /// `KimiK3Error`; sglang's verbatim texts (`Channels`, `PixelDtype`) keep
 /// sglang's class, `ValueError`, marked [`verbatim`].
-fn new_err(err: &KimiError, msg: String) -> PyErr {
+fn new_err(err: &BindingError, msg: String) -> PyErr {
+    use BindingError as B;
     match err {
-        KimiError::Config { .. } | KimiError::Pattern(_) | KimiError::NoVideoConfig => {
+        B::Core(KimiError::Config { .. } | KimiError::Pattern(_) | KimiError::NoVideoConfig) => {
             ConfigError::new_err(msg)
         }
-        KimiError::Channels(_) | KimiError::PixelDtype(_) => verbatim(PyValueError::new_err(msg)),
-        KimiError::NotAnArray { .. }
-        | KimiError::NotAnInt { .. }
-        | KimiError::ConfigType { .. }
-        | KimiError::BackgroundKey(_) => PyTypeError::new_err(msg),
-        KimiError::Option { .. } | KimiError::SideLimit { .. } | KimiError::Threads(_) => {
+        B::Core(KimiError::Channels(_)) | B::PixelDtype(_) => verbatim(PyValueError::new_err(msg)),
+        B::NotAnArray { .. } | B::NotAnInt { .. } | B::ConfigType { .. } | B::BackgroundKey(_) => {
+            PyTypeError::new_err(msg)
+        }
+        B::Core(KimiError::Option { .. } | KimiError::SideLimit { .. } | KimiError::Threads(_)) => {
             KimiK3Error::new_err(msg)
         }
-        KimiError::TooManyScans { .. }
-        | KimiError::JpegDataMissing { .. }
-        | KimiError::JpegScanWork { .. } => ImageTooLargeError::new_err(msg),
+        B::Core(
+            KimiError::TooManyScans { .. }
+            | KimiError::JpegDataMissing { .. }
+            | KimiError::JpegScanWork { .. },
+        ) => ImageTooLargeError::new_err(msg),
         _ => ImageError::new_err(msg),
     }
 }
 
-/// The one conversion of core errors into Python exceptions.
-pub(crate) fn to_py_err(err: KimiError) -> PyErr {
+/// The one conversion of core and binding errors into Python exceptions.
+pub(crate) fn to_py_err(err: impl Into<BindingError>) -> PyErr {
+    let err = err.into();
     let msg = err.to_string();
     new_err(&err, msg)
 }
@@ -87,10 +200,12 @@ pub(crate) fn to_py_err(err: KimiError) -> PyErr {
 /// `err` raised for image `index` of a batch: its class, and its text after
 /// `image {index}: ` (the verbatim texts of sglang and the reference stay as
 /// they are).
-pub(crate) fn at_image(index: usize, err: KimiError) -> PyErr {
+pub(crate) fn at_image(index: usize, err: impl Into<BindingError>) -> PyErr {
+    let err = err.into();
     if matches!(
         err,
-        KimiError::Channels(_) | KimiError::PixelDtype(_) | KimiError::SideLimit { .. }
+        BindingError::Core(KimiError::Channels(_) | KimiError::SideLimit { .. })
+            | BindingError::PixelDtype(_)
     ) {
         return to_py_err(err);
     }

@@ -25,7 +25,7 @@ use pyo3::prelude::*;
 use arrow::PillowRows;
 use borrow::{batch_views, borrow_batch, borrow_images, borrow_out, image_views, Names, OutArray};
 use config::PyMediaProcConfig;
-use errors::{at_image, to_py_err};
+use errors::{at_image, to_py_err, BindingError};
 
 use crate::config::PillowCompat;
 use crate::error::KimiError;
@@ -63,7 +63,7 @@ fn grid_array<'py>(py: Python<'py>, grids: &[[u64; 3]]) -> PyResult<Bound<'py, P
 /// A Python integer argument as `i128` (`TypeError` for anything else, bools included).
 fn int_arg(name: &'static str, value: &Bound<'_, PyAny>) -> PyResult<i128> {
     let not_int = || {
-        to_py_err(KimiError::NotAnInt {
+        to_py_err(BindingError::NotAnInt {
             name,
             or_none: if name == "num_threads" {
                 " or None"
@@ -187,7 +187,7 @@ fn size_items<'py>(
 ) -> PyResult<(Vec<ResizeTuple>, Bound<'py, PyArray2<i64>>)> {
     let frames = frames.unwrap_or_else(|| vec![0; sizes.len()]);
     if frames.len() != sizes.len() {
-        return Err(to_py_err(KimiError::PerImageLength {
+        return Err(to_py_err(BindingError::PerImageLength {
             what: "frames",
             len: frames.len(),
             images: sizes.len(),
@@ -216,7 +216,7 @@ fn count_image_tokens<'py>(
 ) -> PyResult<Bound<'py, PyArray1<i64>>> {
     if !matches!(sizes.shape(), [_, 2]) {
         let shape = crate::error::py_tuple(sizes.shape());
-        return Err(to_py_err(KimiError::SizesShape { shape }));
+        return Err(to_py_err(BindingError::SizesShape { shape }));
     }
     let rows: Vec<[i64; 2]> = sizes
         .as_array()
@@ -242,7 +242,7 @@ fn count_video_chunk_tokens<'py>(
 ) -> PyResult<Bound<'py, PyArray1<i64>>> {
     if !matches!(sizes.shape(), [_, 3]) {
         let shape = crate::error::py_tuple(sizes.shape());
-        return Err(to_py_err(KimiError::VideoSizesShape { shape }));
+        return Err(to_py_err(BindingError::VideoSizesShape { shape }));
     }
     let rows: Vec<[i64; 3]> = sizes
         .as_array()
@@ -284,7 +284,7 @@ fn preprocess<'py>(
     let mut views = batch_views(py, &borrowed, names)?;
     if let Some(resized) = resized {
         if resized.len() != views.len() {
-            return Err(to_py_err(KimiError::PerImageLength {
+            return Err(to_py_err(BindingError::PerImageLength {
                 what: "resized",
                 len: resized.len(),
                 images: views.len(),
@@ -333,7 +333,7 @@ fn preprocess<'py>(
             let shape = array.shape().to_vec();
             let values = array
                 .as_slice_mut()
-                .map_err(|_| to_py_err(KimiError::OutLayout))?;
+                .map_err(|_| to_py_err(BindingError::OutLayout))?;
             run(Output::Float32(OutBuffer {
                 values,
                 shape: &shape,
@@ -343,7 +343,7 @@ fn preprocess<'py>(
             let shape = array.shape().to_vec();
             let values = array
                 .as_slice_mut()
-                .map_err(|_| to_py_err(KimiError::OutLayout))?;
+                .map_err(|_| to_py_err(BindingError::OutLayout))?;
             run(Output::Bits16(OutBuffer {
                 values,
                 shape: &shape,
