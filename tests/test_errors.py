@@ -310,24 +310,24 @@ def test_a_config_validated_once_by_content_still_refuses_a_value_equal_to_a_val
     ("exif_transpose", True, 1), ("num_threads", 2, 2.0), ("max_image_pixels", 100, 100.0), ("max_image_pixels", 1, True),
 ])
 def test_options_validated_once_still_refuse_a_value_equal_to_a_valid_one(name, good, bad):
-    """``_Options.make`` keeps options by their arguments with their types."""
-    from kimi_k3_rs.options import _Options
+    """``CallOptions.make`` keeps options by their arguments with their types."""
+    from kimi_k3_rs.options import CallOptions
 
-    assert _Options.make(**{name: good}) is _Options.make(**{name: good})
+    assert CallOptions.make(**{name: good}) is CallOptions.make(**{name: good})
     with pytest.raises((TypeError, ValueError), match=name):
         kimi_k3_rs.preprocess(noise(30, 30, "RGB", 0), cfg("kimi_k25"), **{name: bad})
 
 
 def test_options_follow_the_thread_variable_between_calls(monkeypatch):
-    from kimi_k3_rs.options import _Options
+    from kimi_k3_rs.options import CallOptions
 
     monkeypatch.setenv(kimi_k3_rs.NUM_THREADS_ENV, "3")
-    assert _Options.make().num_threads == 3
+    assert CallOptions.make().num_threads == 3
     monkeypatch.setenv(kimi_k3_rs.NUM_THREADS_ENV, "2")
-    assert _Options.make().num_threads == 2
+    assert CallOptions.make().num_threads == 2
     monkeypatch.setenv(kimi_k3_rs.NUM_THREADS_ENV, "x")
     with pytest.raises(ValueError, match=kimi_k3_rs.NUM_THREADS_ENV):
-        _Options.make()
+        CallOptions.make()
 
 
 def test_bad_value_in_navit_resize_config():

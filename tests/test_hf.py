@@ -601,7 +601,7 @@ def test_dict_round_trip(preset, cls):
     assert half.options.dtype == "float16" and half.options.num_threads == 2
     assert "dtype" not in half.to_dict() and "num_threads" not in half.to_dict()
     # names of our own members are not kept (the checkpoint's class would shadow them)
-    for own in ("model_type", "config", "options", "_flavour", "preprocess", "__class__"):
+    for own in ("model_type", "config", "options", "checkpoint_flavour", "preprocess", "__class__"):
         with pytest.raises(TypeError, match=exact(f"KimiK3VisionProcessor.__init__() got an unexpected keyword "
                                                   f"argument '{own}'")):
             cls.from_dict({"media_proc_cfg": spec, own: 1})
@@ -803,7 +803,7 @@ def fake_torch(monkeypatch):
     torch.bfloat16 = "bfloat16"
     torch.Tensor = Tensor
     monkeypatch.setitem(sys.modules, "torch", torch)
-    monkeypatch.setattr(hf_outputs, "_TORCH", hf_outputs._UNSET)
+    monkeypatch.setattr(hf_outputs, "_TORCH", hf_outputs.UNSET)
     return torch
 
 
@@ -821,7 +821,7 @@ def test_return_tensors_none_gives_torch_when_it_imports(fake_torch):
 
 def test_return_tensors_none_gives_numpy_without_torch(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)
-    monkeypatch.setattr(hf_outputs, "_TORCH", hf_outputs._UNSET)
+    monkeypatch.setattr(hf_outputs, "_TORCH", hf_outputs.UNSET)
     out = kimi_k3_rs.KimiK3VisionProcessor(K25_CFG).preprocess([noise(50, 40)])
     assert isinstance(out["pixel_values"], np.ndarray) and out["grid_thws"].dtype == np.int64
 

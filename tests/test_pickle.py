@@ -37,7 +37,7 @@ from helpers import (
 from kimi_k3_rs import _native, hf
 from kimi_k3_rs.config import VideoConfig
 from kimi_k3_rs.deferred import KimiK3EncoderInputs, prepare_kimi_k25_encoder_inputs
-from kimi_k3_rs.options import _Options
+from kimi_k3_rs.options import CallOptions
 from PIL import Image
 
 PROTOCOLS = range(pickle.HIGHEST_PROTOCOL + 1)
@@ -110,9 +110,9 @@ def test_media_proc_config_and_background(name):
 
 
 def test_options():
-    options = _Options.make("12", True, "bfloat16", 2, 10**6)
+    options = CallOptions.make("12", True, "bfloat16", 2, 10**6)
     for how, copied in round_trips(options):
-        assert type(copied) is _Options, how
+        assert type(copied) is CallOptions, how
         fields = ("compat", "exif_transpose", "dtype", "num_threads", "max_image_pixels")
         assert [getattr(copied, f) for f in fields] == ["12", True, "bfloat16", 2, 10**6], how
         assert type(copied.native) is _native.Options, how
@@ -390,7 +390,7 @@ def changed(state, **changes):
 
 
 def options():
-    return _Options.make("12", True, "bfloat16", 2, 10**6)
+    return CallOptions.make("12", True, "bfloat16", 2, 10**6)
 
 
 def encoder_inputs():
@@ -405,18 +405,18 @@ VIDEO_RULE = ('media_proc_cfg["video"] must be None or a dict with all six video
 #: (object, its constructor, state changes, exception class, exact message); each state
 #: is what the object pickles as, with the changes.
 CRAFTED = {
-    "options max_image_pixels=0": (options, _Options.make, {"max_image_pixels": 0}, kimi_k3_rs.KimiK3Error,
+    "options max_image_pixels=0": (options, CallOptions.make, {"max_image_pixels": 0}, kimi_k3_rs.KimiK3Error,
                                    "max_image_pixels must be a positive int or None, got 0"),
-    "options max_decoded_bytes='1'": (options, _Options.make, {"max_decoded_bytes": "1"}, kimi_k3_rs.KimiK3Error,
+    "options max_decoded_bytes='1'": (options, CallOptions.make, {"max_decoded_bytes": "1"}, kimi_k3_rs.KimiK3Error,
                                       "max_decoded_bytes must be a positive int or None, got '1'"),
-    "options num_threads=0": (options, _Options.make, {"num_threads": 0}, kimi_k3_rs.KimiK3Error,
+    "options num_threads=0": (options, CallOptions.make, {"num_threads": 0}, kimi_k3_rs.KimiK3Error,
                               "num_threads must be an integer in 1..=1024, got 0"),
-    "options exif_transpose='yes'": (options, _Options.make, {"exif_transpose": "yes"}, TypeError,
+    "options exif_transpose='yes'": (options, CallOptions.make, {"exif_transpose": "yes"}, TypeError,
                                      "exif_transpose must be True or False, got 'yes'"),
-    "options allowed_formats='PNG'": (options, _Options.make, {"allowed_formats": "PNG"}, TypeError,
+    "options allowed_formats='PNG'": (options, CallOptions.make, {"allowed_formats": "PNG"}, TypeError,
                                       "allowed_formats must be None or a list of Pillow format names, got 'PNG'"),
-    "options, the attributes of a bare __dict__": (options, _Options.make, {"native": _native.Options("13", "float32", 1)},
-                                                   TypeError, "_Options.make() got an unexpected keyword argument 'native'"),
+    "options, the attributes of a bare __dict__": (options, CallOptions.make, {"native": _native.Options("13", "float32", 1)},
+                                                   TypeError, "CallOptions.make() got an unexpected keyword argument 'native'"),
     "processor without media_proc_cfg": (processors, kimi_k3_rs.KimiK3VisionProcessor, {"media_proc_cfg": ...}, TypeError,
                                          ("KimiK3VisionProcessor.__init__() missing 1 required positional argument: "
                                          "'media_proc_cfg'")),
@@ -455,7 +455,7 @@ CRAFTED = {
                                                  "entries (one per item), got []")),
     "encoder inputs, no options": (encoder_inputs, KimiK3EncoderInputs, {"_options": None}, TypeError,
                                    ("KimiK3EncoderInputs._options must be the options of a call "
-                                   "(kimi_k3_rs.options._Options), got None")),
+                                   "(kimi_k3_rs.options.CallOptions), got None")),
     "encoder inputs, a config dict": (encoder_inputs, KimiK3EncoderInputs, {"_config": {"patch_size": 14}}, TypeError,
                                       ("KimiK3EncoderInputs._config must be a kimi_k3_rs.MediaProcConfig, got "
                                       "{'patch_size': 14}")),
@@ -513,7 +513,7 @@ def test_a_state_is_loaded_as_the_constructor_builds_it():
     constructor takes (2**80 pixels) loads as ``make`` gives it; the deferred geometry
     is sized again from the sizes a state holds, so it can never disagree with them."""
     big = load_with_state(options(), changed(options().__getstate__(), max_image_pixels=2**80))
-    assert big == _Options.make("12", True, "bfloat16", 2, 2**80) and type(big.native) is _native.Options
+    assert big == CallOptions.make("12", True, "bfloat16", 2, 2**80) and type(big.native) is _native.Options
     enc = encoder_inputs()
     swapped = load_with_state(enc, changed(enc.__getstate__(), original_image_sizes=[[28, 56], [30, 30]]))
     assert swapped.grid_thws.tolist() == [[1, 4, 2], [1, 4, 4]] and swapped.num_tokens == [2, 4]

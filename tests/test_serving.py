@@ -67,7 +67,7 @@ def small_medias():
 
 def forget_transformers_lookup(monkeypatch):
     """The package looks for transformers once per process; make it look again (restored after)."""
-    monkeypatch.setattr(hf_outputs, "_BATCH_FEATURE", hf_outputs._UNSET)
+    monkeypatch.setattr(hf_outputs, "_BATCH_FEATURE", hf_outputs.UNSET)
 
 
 @pytest.fixture

@@ -103,7 +103,7 @@ def __getattr__(name: str) -> Any:
     """Serve the preset dicts as fresh copies, ``KimiK3VisionProcessor`` and the
     :mod:`kimi_k3_rs.hf` package (PEP 562).
 
-    ``KimiK3VisionProcessor`` is looked up once (:func:`kimi_k3_rs.hf.public._public_class`,
+    ``KimiK3VisionProcessor`` is looked up once (:func:`kimi_k3_rs.hf.public.public_class`,
     which imports transformers when it is installed), then kept as a module global.
     ``kimi_k3_rs.hf`` is imported on first access (importing it sets it as an attribute),
     so that ``import kimi_k3_rs`` imports none of it.
@@ -115,9 +115,9 @@ def __getattr__(name: str) -> Any:
 
         return importlib.import_module(".hf", __name__)
     if name == "KimiK3VisionProcessor":
-        from .hf.public import _public_class
+        from .hf.public import public_class
 
-        cls = _public_class()
+        cls = public_class()
         globals()[name] = cls
         return cls
     raise AttributeError(f"module 'kimi_k3_rs' has no attribute {name!r}")

@@ -15,13 +15,13 @@ import numpy.typing as npt
 from . import _native
 from ._input import load_batch
 from .config import MediaProcConfig
-from .options import _from_native, _Options
+from .options import CallOptions, from_native
 
 
-def _run(
+def run_batch(
     images: Sequence[Any],
     cfg: MediaProcConfig,
-    opts: _Options,
+    opts: CallOptions,
     out: np.ndarray | None = None,
     indices: Sequence[int] | None = None,
 ) -> tuple[np.ndarray, npt.NDArray[np.int64]]:
@@ -34,4 +34,4 @@ def _run(
     pixel_values, grid_thws = _native.preprocess(
         batch.arrays, cfg.native, opts.native, resized=batch.resized, out=out, indices=batch.names, chunks=batch.chunks
     )
-    return (out if out is not None else _from_native(pixel_values, opts.dtype)), grid_thws
+    return (out if out is not None else from_native(pixel_values, opts.dtype)), grid_thws

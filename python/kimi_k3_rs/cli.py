@@ -52,7 +52,7 @@ from .arrow import (
     arrow_schema,
 )
 from .config import kimi_k3_media_proc_cfg, kimi_k25_media_proc_cfg, load_media_proc_cfg
-from .options import _from_native
+from .options import from_native
 
 _PRESETS = {"kimi-k3": kimi_k3_media_proc_cfg, "kimi-k2.5": kimi_k25_media_proc_cfg}
 
@@ -437,7 +437,7 @@ def load_npz(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise bad(f"shapes do not agree: pixel_values {pixel_values.dtype}{list(pixel_values.shape)}, "
                   f"grid_thws {grid_thws.dtype}{list(grid_thws.shape)}, paths {list(paths.shape)}")
     return {
-        "pixel_values": _from_native(pixel_values, name_of_dtype),
+        "pixel_values": from_native(pixel_values, name_of_dtype),
         "grid_thws": grid_thws,
         "paths": [str(p) for p in paths.tolist()],
         "dtype": name_of_dtype,

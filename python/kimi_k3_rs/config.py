@@ -34,7 +34,7 @@ __all__ = [
 ]
 
 
-class _ByConstructor:
+class ByConstructor:
     """Pickling and copying through the constructor, for every class of the package that
     holds state (the configs, the options, the processor, the deferred inputs).
 
@@ -147,7 +147,7 @@ def kimi_k3_media_proc_cfg() -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class TransparentBgConfig(_ByConstructor):
+class TransparentBgConfig(ByConstructor):
     """``transparent_bg_config``: the background transparent pixels are composited onto.
 
     Reproduces the reference dataclass ``TransparentBgConfig``
@@ -210,7 +210,7 @@ VIDEO_KEYS = (
 
 
 @dataclass(frozen=True)
-class VideoConfig(_ByConstructor):
+class VideoConfig(ByConstructor):
     """The six Kimi-K2.5 video keys of a ``media_proc_cfg``, as the core validated them.
 
     Read by ``kimi_k25_vision_processing.py: KimiK25VisionProcessor.get_resize_config``
@@ -250,7 +250,7 @@ def _video_keys(media_proc_cfg: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 @dataclass(frozen=True)
-class MediaProcConfig(_ByConstructor):
+class MediaProcConfig(ByConstructor):
     """A validated ``media_proc_cfg`` (the keys the image path reads).
 
     Build it once per model with :meth:`from_dict`; it holds the Rust config
@@ -447,11 +447,11 @@ def load_media_proc_cfg(path: str | os.PathLike[str]) -> dict[str, Any]:
             has no ``media_proc_cfg`` object.
         ValueError: the file is not UTF-8 JSON (``json.JSONDecodeError``, ``UnicodeDecodeError``).
     """
-    inner: dict[str, Any] = _load_preprocessor_config(path)["media_proc_cfg"]
+    inner: dict[str, Any] = load_preprocessor_config(path)["media_proc_cfg"]
     return inner
 
 
-def _load_preprocessor_config(path: str | os.PathLike[str]) -> dict[str, Any]:
+def load_preprocessor_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read a whole ``preprocessor_config.json`` (the file, or the one in a folder).
 
     Returns:

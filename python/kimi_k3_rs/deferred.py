@@ -17,10 +17,10 @@ import numpy.typing as npt
 
 from . import _native, errors
 from ._input import Item, Kind, as_list, chunk_frames, classify, header_size, naming
-from .batch import _run
-from .config import REQUIRED_KEYS, MediaProcConfig, _ByConstructor
-from .options import _UNSET, _Options, _Unset
-from .sizing import _resize_dict
+from .batch import run_batch
+from .config import REQUIRED_KEYS, ByConstructor, MediaProcConfig
+from .options import UNSET, CallOptions, Unset
+from .sizing import resize_dict
 
 __all__ = [
     "KimiK3EncoderInputs",
@@ -30,7 +30,7 @@ __all__ = [
 ]
 
 @dataclass
-class KimiK3EncoderInputs(_ByConstructor):
+class KimiK3EncoderInputs(ByConstructor):
     """Geometry of a batch, computed without touching pixels; pixels on demand.
 
     Attributes:
@@ -76,15 +76,15 @@ class KimiK3EncoderInputs(_ByConstructor):
     content_hashes: list[Any]
     _images: list[Any] = field(repr=False)
     _config: MediaProcConfig = field(repr=False)
-    _options: _Options = field(repr=False)
+    _options: CallOptions = field(repr=False)
 
     def __post_init__(self) -> None:
         """Check the arguments and size every item (what a load runs too)."""
         owner = type(self).__name__
         if not isinstance(self._config, MediaProcConfig):
             raise errors.bad_field(owner, "_config", "a kimi_k3_rs.MediaProcConfig", self._config)
-        if not isinstance(self._options, _Options):
-            rule = "the options of a call (kimi_k3_rs.options._Options)"
+        if not isinstance(self._options, CallOptions):
+            rule = "the options of a call (kimi_k3_rs.options.CallOptions)"
             raise errors.bad_field(owner, "_options", rule, self._options)
         if not isinstance(self._images, list):
             raise errors.bad_field(owner, "_images", "a list", self._images)
@@ -106,7 +106,7 @@ class KimiK3EncoderInputs(_ByConstructor):
                 is_chunk = classify(item).kind is Kind.VIDEO_CHUNK
                 frames.append(len(chunk_frames(item, self._config)) if is_chunk else 0)
         tuples, self.grid_thws = _native.size_items([(w, h) for w, h in sizes], self._config.native, frames)
-        self.resize_configs = [_resize_dict(t) for t in tuples]
+        self.resize_configs = [resize_dict(t) for t in tuples]
         self.num_tokens = [r["num_tokens"] for r in self.resize_configs]
 
     def materialize(self, indices: Sequence[int] | None = None) -> list[npt.NDArray[np.float32]]:
@@ -128,7 +128,7 @@ class KimiK3EncoderInputs(_ByConstructor):
         chosen = [self._images[i] for i in order]
         if not chosen:
             return []
-        pixel_values, grid_thws = _run(chosen, self._config, self._options, indices=order)
+        pixel_values, grid_thws = run_batch(chosen, self._config, self._options, indices=order)
         if not np.array_equal(grid_thws, self.grid_thws[order]):
             raise self._wrong_grids()
         rows = np.cumsum(grid_thws.prod(axis=1))[:-1]
@@ -168,9 +168,9 @@ def prepare_kimi_k3_encoder_inputs(
     exif_transpose: bool | None = None,
     dtype: str | None = None,
     num_threads: int | None = None,
-    max_image_pixels: int | None | _Unset = _UNSET,
-    max_decoded_bytes: int | None | _Unset = _UNSET,
-    allowed_formats: Sequence[str] | None | _Unset = _UNSET,
+    max_image_pixels: int | None | Unset = UNSET,
+    max_decoded_bytes: int | None | Unset = UNSET,
+    allowed_formats: Sequence[str] | None | Unset = UNSET,
 ) -> KimiK3EncoderInputs:
     """Compute every image's geometry up front; defer pixel work to ``materialize``.
 
@@ -220,9 +220,9 @@ def prepare_kimi_k25_encoder_inputs(
     exif_transpose: bool | None = None,
     dtype: str | None = None,
     num_threads: int | None = None,
-    max_image_pixels: int | None | _Unset = _UNSET,
-    max_decoded_bytes: int | None | _Unset = _UNSET,
-    allowed_formats: Sequence[str] | None | _Unset = _UNSET,
+    max_image_pixels: int | None | Unset = UNSET,
+    max_decoded_bytes: int | None | Unset = UNSET,
+    allowed_formats: Sequence[str] | None | Unset = UNSET,
 ) -> KimiK25EncoderInputs:
     """Kimi-K2.5's deferred entry: every image's geometry up front, pixels on demand.
 
@@ -339,17 +339,17 @@ def _prepare(
             raise flavour.keys_error()
         cfg = MediaProcConfig.from_dict(media_proc_cfg)
         flag = getattr(processor, "exif_transpose", False)
-        base = _Options.make(exif_transpose=flag if isinstance(flag, bool) else False)
+        base = CallOptions.make(exif_transpose=flag if isinstance(flag, bool) else False)
     if flavour.rgb and (cfg.transparent_bg_config is not None or cfg.transparent_bg_fill_stage != "before_resize"):
         cfg = dataclasses.replace(cfg, transparent_bg_config=None, transparent_bg_fill_stage="before_resize")
-    opts = _Options.make(
+    opts = CallOptions.make(
         base.compat if pillow_compat is None else pillow_compat,
         base.exif_transpose if exif_transpose is None else exif_transpose,
         base.dtype if dtype is None else dtype,
         base.num_threads if num_threads is None else num_threads,
-        base.max_image_pixels if max_image_pixels is _UNSET else max_image_pixels,
-        base.max_decoded_bytes if max_decoded_bytes is _UNSET else max_decoded_bytes,
-        base.allowed_formats if allowed_formats is _UNSET else allowed_formats,
+        base.max_image_pixels if max_image_pixels is UNSET else max_image_pixels,
+        base.max_decoded_bytes if max_decoded_bytes is UNSET else max_decoded_bytes,
+        base.allowed_formats if allowed_formats is UNSET else allowed_formats,
     )
     # per item: what materialize preprocesses, its content hash, and what it is sized
     # from (the image, or a chunk's frame 0)

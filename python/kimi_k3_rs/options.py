@@ -1,6 +1,6 @@
 """Per-call options: validation of ``pillow_compat`` .. ``max_image_pixels``, and ``out=`` / dtypes.
 
-``_Options`` is what every entry point (``preprocess``, ``KimiK3VisionProcessor``,
+``CallOptions`` is what every entry point (``preprocess``, ``KimiK3VisionProcessor``,
 ``prepare_kimi_k3_encoder_inputs``) validates its keyword options into.
 """
 
@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 import numpy as np
+import PIL
 from PIL import Image
 
 from . import _native, errors
-from .config import _ByConstructor, resolve_pillow_compat
+from .config import ByConstructor, resolve_pillow_compat
 
 __all__ = ["DEFAULT_MAX_DECODED_BYTES", "DEFAULT_MAX_IMAGE_PIXELS", "NUM_THREADS_ENV", "VISION_FORMATS"]
 
@@ -67,8 +68,8 @@ def _check_flag(name: str, value: Any) -> bool:
     return value
 
 
-class _Unset(enum.Enum):
-    """The type of :data:`_UNSET`, so that ``help()`` shows a readable default."""
+class Unset(enum.Enum):
+    """The type of :data:`UNSET`, so that ``help()`` shows a readable default."""
 
     UNSET = "unset"
 
@@ -77,7 +78,7 @@ class _Unset(enum.Enum):
 
 
 #: Marks an option that was not passed (None is a valid ``max_image_pixels``).
-_UNSET: Final = _Unset.UNSET
+UNSET: Final = Unset.UNSET
 
 #: Environment variable read when ``num_threads`` is None.
 NUM_THREADS_ENV = "KIMI_K3_RS_NUM_THREADS"
@@ -94,7 +95,7 @@ def _env_threads() -> int:
 
 
 @dataclass(frozen=True)
-class _Options(_ByConstructor):
+class CallOptions(ByConstructor):
     """The per-call options of every entry point, validated (the core checks
     ``pillow_compat``, ``dtype`` and ``num_threads``: ``native``); built by :meth:`make`.
 
@@ -125,7 +126,7 @@ class _Options(_ByConstructor):
     def __eq__(self, other: object) -> bool:
         """Equal when every option is (``native`` compared by its values, so copies and
         unpickled options equal the original)."""
-        if not isinstance(other, _Options):
+        if not isinstance(other, CallOptions):
             return NotImplemented
         return self._constructor_kwargs() == other._constructor_kwargs()
 
@@ -145,7 +146,7 @@ class _Options(_ByConstructor):
         }
 
     @classmethod
-    def _construct(cls, **kwargs: Any) -> _Options:
+    def _construct(cls, **kwargs: Any) -> CallOptions:
         """A load goes through :meth:`make`, the constructor that validates."""
         return cls.make(**kwargs)
 
@@ -159,10 +160,11 @@ class _Options(_ByConstructor):
         max_image_pixels: Any = DEFAULT_MAX_IMAGE_PIXELS,
         max_decoded_bytes: Any = DEFAULT_MAX_DECODED_BYTES,
         allowed_formats: Any = None,
-    ) -> _Options:
+    ) -> CallOptions:
         """The options of these keyword arguments, validated once per set of values:
         kept by the values with their types (``True`` and ``1`` apart, as validation
-        tells them), and the ``KIMI_K3_RS_NUM_THREADS`` they read, so that a call with
+        tells them), the ``KIMI_K3_RS_NUM_THREADS`` they read and the Pillow version
+        ``pillow_compat="auto"`` follows, so that a call with
         the same options as an earlier one pays a dict lookup. Unhashable arguments (a
         list of formats) are validated on every call; failures are never kept.
 
@@ -171,7 +173,7 @@ class _Options(_ByConstructor):
         """
         args = (pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels, max_decoded_bytes, allowed_formats)
         env = os.environ.get(NUM_THREADS_ENV) if num_threads is None else None
-        key = (env, *((type(a), a) for a in args))
+        key = (env, PIL.__version__, *((type(a), a) for a in args))
         try:
             made = _MADE.get(key)
         except TypeError:  # unhashable: validated, not kept
@@ -193,7 +195,7 @@ class _Options(_ByConstructor):
         max_image_pixels: Any,
         max_decoded_bytes: Any,
         allowed_formats: Any,
-    ) -> _Options:
+    ) -> CallOptions:
         """:meth:`make` without its cache."""
         native = _native.Options(
             resolve_pillow_compat(pillow_compat), dtype, _env_threads() if num_threads is None else num_threads
@@ -211,13 +213,13 @@ class _Options(_ByConstructor):
         )
 
 
-#: Options :meth:`_Options.make` validated, by their arguments; cleared when it reaches
+#: Options :meth:`CallOptions.make` validated, by their arguments; cleared when it reaches
 #: :data:`_MADE_MOST` entries.
-_MADE: dict[tuple[Any, ...], _Options] = {}
+_MADE: dict[tuple[Any, ...], CallOptions] = {}
 _MADE_MOST = 64
 
 
-def _from_native(values: np.ndarray, dtype: str) -> np.ndarray:
+def from_native(values: np.ndarray, dtype: str) -> np.ndarray:
     """Give half-precision bits their numpy type: float16, and ml_dtypes.bfloat16 when
     ml_dtypes is installed (else the uint16 bit patterns)."""
     if dtype == "float16":

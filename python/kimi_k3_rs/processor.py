@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import _native  # noqa: F401  (kept as ``processor._native``: callers patch the core through it)
-from .batch import _run
+from .batch import run_batch
 from .config import MediaProcConfig
 from .deferred import KimiK3EncoderInputs, prepare_kimi_k3_encoder_inputs
 from .errors import ImageTooLargeError
@@ -29,7 +29,7 @@ from .options import (
     DEFAULT_MAX_DECODED_BYTES,
     DEFAULT_MAX_IMAGE_PIXELS,
     NUM_THREADS_ENV,
-    _Options,
+    CallOptions,
 )
 from .sizing import count_image_tokens, navit_resize_config
 
@@ -201,10 +201,10 @@ def preprocess(
         ((256, 3, 14, 14), [[1, 16, 16]])
     """
     cfg = MediaProcConfig.from_dict(media_proc_cfg)
-    opts = _Options.make(
+    opts = CallOptions.make(
         pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels, max_decoded_bytes, allowed_formats
     )
-    pixel_values, grid_thws = _run(as_list(images), cfg, opts, out)
+    pixel_values, grid_thws = run_batch(as_list(images), cfg, opts, out)
     return {"pixel_values": pixel_values, "grid_thws": grid_thws}
 
 
@@ -214,9 +214,9 @@ def __getattr__(name: str) -> Any:
     ``PREPROCESSOR_CONFIG_NAME`` (:mod:`kimi_k3_rs.hf`'s), so that importing this module
     imports none of :mod:`kimi_k3_rs.hf`."""
     if name == "KimiK3VisionProcessor":
-        from .hf.public import _public_class
+        from .hf.public import public_class
 
-        return _public_class()
+        return public_class()
     if name == "PREPROCESSOR_CONFIG_NAME":
         from .hf import PREPROCESSOR_CONFIG_NAME
 

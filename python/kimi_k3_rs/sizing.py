@@ -70,7 +70,7 @@ def navit_resize_config(
             "fixed_output_tokens": fixed_output_tokens,
         }
     )
-    return _resize_dict(_native.navit_resize_config(width, height, cfg.native))
+    return resize_dict(_native.navit_resize_config(width, height, cfg.native))
 
 
 def count_image_tokens(sizes: Any, media_proc_cfg: Mapping[str, Any] | MediaProcConfig) -> npt.NDArray[np.int64]:
@@ -113,7 +113,7 @@ def count_image_tokens(sizes: Any, media_proc_cfg: Mapping[str, Any] | MediaProc
     return _native.count_image_tokens(np.ascontiguousarray(given, dtype=np.int64), cfg.native)
 
 
-def _resize_dict(t: tuple[int, int, int, int, int]) -> dict[str, int]:
+def resize_dict(t: tuple[int, int, int, int, int]) -> dict[str, int]:
     num_tokens, new_width, new_height, pad_width, pad_height = t
     return {
         "num_tokens": num_tokens,

@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 from .. import _native, errors
 from ..config import MediaProcConfig
 from ..errors import ImageError, KimiK3Error
-from ..options import _Options
+from ..options import CallOptions
 from .encoded import check_header, header_size, loaded_image
 from .kinds import Item, Kind, as_list, chunk_frames, classify, frame_list, kind_of
 from .native import DECODE_ENV, decode_path, route
@@ -94,7 +94,7 @@ class Batch(NamedTuple):
 
 
 def _load(
-    item: Item, index: int, cfg: MediaProcConfig, opts: _Options
+    item: Item, index: int, cfg: MediaProcConfig, opts: CallOptions
 ) -> tuple[Any, tuple[int, int, int, int, int] | None]:
     """One input the core cannot decode itself, decoded (Pillow), with its mode steps
     (:func:`kimi_k3_rs._input.pil.core_pixels`): ``(uint8 array or row source, its sizing if
@@ -105,7 +105,7 @@ def _load(
         return core_pixels(loaded, cfg, opts.native)
 
 
-def _routed(item: Item, index: int, opts: _Options) -> tuple[Item, _native.EncodedImage | None]:
+def _routed(item: Item, index: int, opts: CallOptions) -> tuple[Item, _native.EncodedImage | None]:
     """:func:`kimi_k3_rs._input.native.route` of one item's image, with the limits of
     ``opts`` applied to a natively decoded file's header."""
     with naming(index):
@@ -119,7 +119,7 @@ def _routed(item: Item, index: int, opts: _Options) -> tuple[Item, _native.Encod
 
 
 def load_batch(
-    images: Sequence[Any], cfg: MediaProcConfig, opts: _Options, indices: Sequence[int] | None = None
+    images: Sequence[Any], cfg: MediaProcConfig, opts: CallOptions, indices: Sequence[int] | None = None
 ) -> Batch:
     """Load every image (and every frame of a ``video_chunk`` item) for one native call;
     a chunk's frames are consecutive images there.

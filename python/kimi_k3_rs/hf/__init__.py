@@ -11,14 +11,14 @@ and of K2.5's ``kimi_k25_vision_processing.py: KimiK25VisionProcessor`` (their h
 Two classes share that code. The one of :mod:`kimi_k3_rs.hf.processor` works without
 transformers. When transformers can be imported, ``kimi_k3_rs.KimiK3VisionProcessor`` is a
 subclass of it and of ``transformers.image_processing_utils.BaseImageProcessor``, built on
-first access (:func:`kimi_k3_rs.hf.public._public_class`), so that ``import kimi_k3_rs``
+first access (:func:`kimi_k3_rs.hf.public.public_class`), so that ``import kimi_k3_rs``
 never imports transformers and a ``ProcessorMixin`` wrapper (the checkpoint's
 ``KimiK3Processor``, vLLM's) accepts it. ``import kimi_k3_rs`` imports none of this
 package; its first use does.
 
 One class serves both checkpoints; which one it acts as (its *flavour*) follows the
 config: K2.5 when ``media_proc_cfg`` has every key K2.5's chunk sizing reads and no
-background key, else K3 (:func:`kimi_k3_rs.hf.video._flavour`). The flavour decides what
+background key, else K3 (:func:`kimi_k3_rs.hf.video.checkpoint_flavour`). The flavour decides what
 the checkpoint decides per class: whether ``video_chunk`` media are taken, and the names in
 ``repr`` and ``to_dict``.
 """

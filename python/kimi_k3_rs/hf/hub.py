@@ -34,7 +34,7 @@ def _is_repo_id(path: str) -> bool:
     return 1 <= len(path.split("/")) <= 2 and all(path.split("/"))
 
 
-def _resolve_config_path(
+def resolve_config_path(
     path: str | os.PathLike[str],
     *,
     revision: str | None,
@@ -73,20 +73,20 @@ def _resolve_config_path(
     return local
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
     """A copy of a config value with numpy arrays / scalars and tuples as JSON types."""
     if isinstance(value, Mapping):
-        return {key: _jsonable(item) for key, item in value.items()}
+        return {key: jsonable(item) for key, item in value.items()}
     if isinstance(value, np.ndarray):
-        return _jsonable(value.tolist())
+        return jsonable(value.tolist())
     if isinstance(value, (list, tuple)):
-        return [_jsonable(item) for item in value]
+        return [jsonable(item) for item in value]
     if isinstance(value, np.generic):
         return value.item()
     return copy.deepcopy(value)
 
 
-def _write_config(folder: str, text: str) -> str:
+def write_config(folder: str, text: str) -> str:
     """Write ``text`` as ``folder/preprocessor_config.json`` atomically; return its path.
 
     The folder is created (with its parents) if missing; the text goes to a fresh name

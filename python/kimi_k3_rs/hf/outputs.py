@@ -1,7 +1,7 @@
 """Tensors and ``BatchFeature`` for the HF processor's ``preprocess`` (:mod:`kimi_k3_rs.hf`).
 
-The arrays become torch tensors as ``return_tensors`` asks (:func:`_to_tensors`), and the
-mapping transformers' ``BatchFeature`` when it imports (:func:`_batch_feature`). torch and
+The arrays become torch tensors as ``return_tensors`` asks (:func:`to_tensors`), and the
+mapping transformers' ``BatchFeature`` when it imports (:func:`batch_feature`). torch and
 transformers are looked up once per process, on first use, never at import.
 """
 
@@ -14,17 +14,17 @@ from typing import Any
 import numpy as np
 
 from .. import errors
-from ..options import _UNSET
+from ..options import UNSET
 
-#: ``torch`` when it can be imported, None when not, ``_UNSET`` until first looked up.
-_TORCH: Any = _UNSET
+#: ``torch`` when it can be imported, None when not, ``UNSET`` until first looked up.
+_TORCH: Any = UNSET
 
 
 def _torch_module() -> Any:
     """The ``torch`` module, or None; imported once per process (an install whose import
     fails in any way counts as absent)."""
     global _TORCH
-    if _TORCH is _UNSET:
+    if _TORCH is UNSET:
         try:
             import torch
         except Exception:  # noqa: BLE001 (not installed, or broken: numpy arrays)
@@ -33,7 +33,7 @@ def _torch_module() -> Any:
     return _TORCH
 
 
-def _to_tensors(out: dict[str, np.ndarray], return_tensors: Any) -> dict[str, Any]:
+def to_tensors(out: dict[str, np.ndarray], return_tensors: Any) -> dict[str, Any]:
     """The arrays as ``return_tensors`` asks: ``"np"`` as they are; ``"pt"`` as torch
     tensors sharing their memory; None as torch tensors when torch imports (the
     checkpoint builds torch tensors whatever is asked), else as they are."""
@@ -59,9 +59,9 @@ def _to_tensors(out: dict[str, np.ndarray], return_tensors: Any) -> dict[str, An
 
 
 #: transformers' ``BatchFeature`` class, None when transformers cannot be imported, or
-#: ``_UNSET`` until the first
+#: ``UNSET`` until the first
 #: :meth:`kimi_k3_rs.hf.KimiK3VisionProcessor.preprocess` call looks.
-_BATCH_FEATURE: Any = _UNSET
+_BATCH_FEATURE: Any = UNSET
 
 
 def _find_batch_feature() -> Any:
@@ -79,7 +79,7 @@ def _find_batch_feature() -> Any:
     return image if isinstance(image, type) and issubclass(image, base) else base
 
 
-def _batch_feature(data: dict[str, Any]) -> Mapping[str, Any]:
+def batch_feature(data: dict[str, Any]) -> Mapping[str, Any]:
     """``BatchFeature(data)`` when transformers can be imported, else ``data``.
 
     The class is ``transformers.image_processing_utils.BatchFeature``, the one the
@@ -91,7 +91,7 @@ def _batch_feature(data: dict[str, Any]) -> Mapping[str, Any]:
     fails to import counts as absent.
     """
     global _BATCH_FEATURE
-    if _BATCH_FEATURE is _UNSET:
+    if _BATCH_FEATURE is UNSET:
         _BATCH_FEATURE = _find_batch_feature()
     if _BATCH_FEATURE is None:
         return data

@@ -20,31 +20,31 @@ from PIL import Image
 
 from .. import _native, errors
 from .._input import as_list, header_size
-from ..batch import _run
+from ..batch import run_batch
 from ..config import (
+    ByConstructor,
     MediaProcConfig,
     TransparentBgConfig,
-    _ByConstructor,
-    _load_preprocessor_config,
+    load_preprocessor_config,
 )
 from ..options import (
     DEFAULT_MAX_DECODED_BYTES,
     DEFAULT_MAX_IMAGE_PIXELS,
-    _Options,
+    CallOptions,
 )
-from ..sizing import _resize_dict
+from ..sizing import resize_dict
 from .hub import (
-    _jsonable,
-    _resolve_config_path,
-    _write_config,
+    jsonable,
+    resolve_config_path,
+    write_config,
 )
-from .outputs import _batch_feature, _to_tensors
-from .resize import _resize_and_pad
+from .outputs import batch_feature, to_tensors
+from .resize import resize_and_pad
 from .video import (
-    _CHECKPOINT_CLASSES,
-    _chunk_resize_config,
-    _flavour,
-    _split_video_chunks,
+    CHECKPOINT_CLASSES,
+    checkpoint_flavour,
+    chunk_resize_config,
+    split_video_url,
 )
 
 __all__ = ["KimiK3VisionProcessor"]
@@ -52,7 +52,7 @@ __all__ = ["KimiK3VisionProcessor"]
 #: The attributes the processor sets for itself; every other attribute is one the
 #: checkpoint's class keeps too (a keyword of the constructor beyond its own, K2.5's
 #: ``num_frames_per_chunk``, what transformers sets), written by ``to_dict``.
-_OWN_ATTRIBUTES = ("config", "_media_proc_cfg", "options", "_flavour")
+_OWN_ATTRIBUTES = ("config", "_media_proc_cfg", "options", "checkpoint_flavour")
 
 
 class _ImageProcessorStandIn:
@@ -84,7 +84,7 @@ class _ImageProcessorStandIn:
         return self.preprocess(images, *args, **kwargs)
 
 
-class KimiK3VisionProcessor(_ByConstructor):
+class KimiK3VisionProcessor(ByConstructor):
     """Drop-in for the checkpoint's ``KimiK3VisionProcessor`` (and K2.5's ``KimiK25VisionProcessor``).
 
     Reproduces ``kimi_k3_vision_processing.py: KimiK3VisionProcessor`` and
@@ -168,14 +168,14 @@ class KimiK3VisionProcessor(_ByConstructor):
                 raise errors.own_member_as_attribute(name)
         self.config = MediaProcConfig.from_dict(media_proc_cfg)
         self._media_proc_cfg: dict[str, Any] = copy.deepcopy(dict(media_proc_cfg))
-        self.options = _Options.make(
+        self.options = CallOptions.make(
             pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels, max_decoded_bytes, allowed_formats
         )
-        self._flavour = _flavour(self._media_proc_cfg, attributes)
+        self.checkpoint_flavour = checkpoint_flavour(self._media_proc_cfg, attributes)
         # after the processor's own (transformers' error for an attribute it cannot set
         # shows the processor's repr)
         self._image_processor_base.__init__(self, **attributes)
-        if self._flavour == "kimi_k25" and "temporal_merge_kernel_size" in self._media_proc_cfg:
+        if self.checkpoint_flavour == "kimi_k25" and "temporal_merge_kernel_size" in self._media_proc_cfg:
             self.num_frames_per_chunk = copy.deepcopy(self._media_proc_cfg["temporal_merge_kernel_size"])
 
     def _attributes(self) -> dict[str, Any]:
@@ -205,7 +205,7 @@ class KimiK3VisionProcessor(_ByConstructor):
     @property
     def model_type(self) -> str:
         """The checkpoint's ``model_type`` of this flavour: ``"kimi_k3"`` or ``"kimi_k25"``."""
-        return self._flavour
+        return self.checkpoint_flavour
 
     @property
     def pillow_compat(self) -> str:
@@ -261,7 +261,7 @@ class KimiK3VisionProcessor(_ByConstructor):
 
     def _check_type(self, kind: Any) -> None:
         """``ensure_media_type``'s check: ``image`` (and ``video_chunk`` for K2.5) only."""
-        if kind != "image" and not (kind == "video_chunk" and self._flavour == "kimi_k25"):
+        if kind != "image" and not (kind == "video_chunk" and self.checkpoint_flavour == "kimi_k25"):
             raise errors.unsupported_media_type(kind)
 
     def get_resize_config(self, media_input: Mapping[str, Any]) -> dict[str, int]:
@@ -293,10 +293,10 @@ class KimiK3VisionProcessor(_ByConstructor):
         kind = media_input["type"]
         if kind == "image":
             width, height = header_size(media_input["image"], self.options.exif_transpose, self.options.allowed_formats)
-            resize = _resize_dict(_native.navit_resize_config(width, height, self.config.native))
+            resize = resize_dict(_native.navit_resize_config(width, height, self.config.native))
             return {**resize, "sampled_nframes": 1}
-        if kind == "video_chunk" and self._flavour == "kimi_k25":
-            return _chunk_resize_config(media_input["video_chunk"], self.config, self.options)
+        if kind == "video_chunk" and self.checkpoint_flavour == "kimi_k25":
+            return chunk_resize_config(media_input["video_chunk"], self.config, self.options)
         raise errors.unsupported_type(kind)
 
     def media_tokens_calculator(self, media: Mapping[str, Any]) -> int:
@@ -348,7 +348,7 @@ class KimiK3VisionProcessor(_ByConstructor):
                 for a zero or negative size; :class:`ImageError` as :func:`preprocess`
                 for a 16/32-bit mode whose pass order ``pillow_compat`` cannot give.
         """
-        return _resize_and_pad(image, new_width, new_height, pad_width, pad_height, self.config, self.options)
+        return resize_and_pad(image, new_width, new_height, pad_width, pad_height, self.config, self.options)
 
     def preprocess(self, medias: Sequence[Any], return_tensors: str | None = None) -> Mapping[str, Any]:
         """Preprocess media dicts or bare images, as the checkpoint processor's ``preprocess``.
@@ -385,10 +385,10 @@ class KimiK3VisionProcessor(_ByConstructor):
             if isinstance(item, Mapping) and "type" in item:
                 self._check_type(item["type"])
         if not medias:
-            return _batch_feature({})
-        pixel_values, grid_thws = _run(medias, self.config, self.options)
-        return _batch_feature(
-            _to_tensors({"pixel_values": pixel_values, "grid_thws": grid_thws}, return_tensors)
+            return batch_feature({})
+        pixel_values, grid_thws = run_batch(medias, self.config, self.options)
+        return batch_feature(
+            to_tensors({"pixel_values": pixel_values, "grid_thws": grid_thws}, return_tensors)
         )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Mapping[str, Any]:
@@ -435,7 +435,7 @@ class KimiK3VisionProcessor(_ByConstructor):
             ValueError: ``Invalid timestamp mode: {mode}``.
             KeyError: a video key missing from ``media_proc_cfg``.
         """
-        return _split_video_chunks(video_url, self.config)
+        return split_video_url(video_url, self.config)
 
     # --- config in and out -------------------------------------------------------------
 
@@ -478,7 +478,7 @@ class KimiK3VisionProcessor(_ByConstructor):
             TypeError: as the constructor, for a key named like one of the
                 processor's own members.
         """
-        local = _resolve_config_path(
+        local = resolve_config_path(
             path,
             revision=revision,
             cache_dir=cache_dir,
@@ -486,7 +486,7 @@ class KimiK3VisionProcessor(_ByConstructor):
             local_files_only=local_files_only,
             subfolder=subfolder,
         )
-        return cls.from_dict(_load_preprocessor_config(local), **kwargs)
+        return cls.from_dict(load_preprocessor_config(local), **kwargs)
 
     @classmethod
     def from_dict(cls, config_dict: Mapping[str, Any], **kwargs: Any) -> KimiK3VisionProcessor:
@@ -537,8 +537,8 @@ class KimiK3VisionProcessor(_ByConstructor):
         output: dict[str, Any] = self._image_processor_base.to_dict(self)
         for name in _OWN_ATTRIBUTES:
             output.pop(name, None)
-        output["image_processor_type"] = _CHECKPOINT_CLASSES[self._flavour]
-        output["media_proc_cfg"] = _jsonable(self._media_proc_cfg)
+        output["image_processor_type"] = CHECKPOINT_CLASSES[self.checkpoint_flavour]
+        output["media_proc_cfg"] = jsonable(self._media_proc_cfg)
         output.pop("media_processor", None)
         return output
 
@@ -552,12 +552,12 @@ class KimiK3VisionProcessor(_ByConstructor):
             TypeError: a value (of an unknown ``media_proc_cfg`` key, or a kept
                 attribute) cannot be written as JSON.
         """
-        return json.dumps(_jsonable(self.to_dict()), indent=2, sort_keys=True) + "\n"
+        return json.dumps(jsonable(self.to_dict()), indent=2, sort_keys=True) + "\n"
 
     def __repr__(self) -> str:
         """The checkpoint's ``__repr__``: ``KimiK3VisionProcessor(media_proc_cfg={...})``
         (``KimiK25VisionProcessor(...)`` for the K2.5 flavour)."""
-        return f"{_CHECKPOINT_CLASSES[self._flavour]}(media_proc_cfg={self._media_proc_cfg})"
+        return f"{CHECKPOINT_CLASSES[self.checkpoint_flavour]}(media_proc_cfg={self._media_proc_cfg})"
 
     def save_pretrained(self, save_directory: str | os.PathLike[str], **kwargs: Any) -> list[str]:
         """Write ``preprocessor_config.json`` (:meth:`to_json_string`) into a folder.
@@ -583,7 +583,7 @@ class KimiK3VisionProcessor(_ByConstructor):
                 as JSON.
         """
         text = self.to_json_string()
-        return [_write_config(os.fspath(save_directory), text)]
+        return [write_config(os.fspath(save_directory), text)]
 
 
 #: The class's examples, for doctest: its finder skips a class whose ``__module__`` (the

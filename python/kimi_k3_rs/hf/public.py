@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..options import _UNSET
+from ..options import UNSET
 from .processor import KimiK3VisionProcessor
 
-#: The class ``kimi_k3_rs.KimiK3VisionProcessor`` names, once looked up (``_UNSET`` before).
-_PUBLIC_CLASS: Any = _UNSET
+#: The class ``kimi_k3_rs.KimiK3VisionProcessor`` names, once looked up (``UNSET`` before).
+_PUBLIC_CLASS: Any = UNSET
 
 
-def _public_class() -> type[KimiK3VisionProcessor]:
+def public_class() -> type[KimiK3VisionProcessor]:
     """The class ``kimi_k3_rs.KimiK3VisionProcessor`` resolves to, built once per process.
 
     When ``transformers.image_processing_utils.BaseImageProcessor`` imports: a subclass
@@ -25,7 +25,7 @@ def _public_class() -> type[KimiK3VisionProcessor]:
     Otherwise (not installed, or failing to import): :class:`KimiK3VisionProcessor`.
     """
     global _PUBLIC_CLASS
-    if _PUBLIC_CLASS is _UNSET:
+    if _PUBLIC_CLASS is UNSET:
         try:
             from transformers.image_processing_utils import BaseImageProcessor
         except Exception:  # noqa: BLE001 (absent or broken: the plain class)

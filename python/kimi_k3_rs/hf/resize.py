@@ -1,7 +1,7 @@
 """The checkpoint's ``resize_image`` steps: Pillow's resize, the background, the padding.
 
 ``media_utils.py: resize_image`` and ``image_to_np``, as
-:meth:`kimi_k3_rs.hf.KimiK3VisionProcessor.resize_image` runs them (:func:`_resize_and_pad`);
+:meth:`kimi_k3_rs.hf.KimiK3VisionProcessor.resize_image` runs them (:func:`resize_and_pad`);
 the 8-bit resample and the compositing run in the Rust core.
 """
 
@@ -13,7 +13,7 @@ from PIL import Image
 from .. import _native, errors
 from .._input import resize_in_mode, resize_order_check
 from ..config import MediaProcConfig
-from ..options import _Options
+from ..options import CallOptions
 
 
 def _resize_like_pillow(image: Image.Image, size: tuple[int, int], options: _native.Options) -> Image.Image:
@@ -67,14 +67,14 @@ def _fill_background(image: Image.Image, cfg: MediaProcConfig) -> np.ndarray:
     return _native.composite(np.asarray(image.convert("RGBA")), cfg.native)
 
 
-def _resize_and_pad(
+def resize_and_pad(
     image: Image.Image,
     new_width: int,
     new_height: int,
     pad_width: int,
     pad_height: int,
     cfg: MediaProcConfig,
-    options: _Options,
+    options: CallOptions,
 ) -> np.ndarray:
     """The checkpoint's ``resize_image(image, new_width, new_height, pad_width, pad_height)``.
 

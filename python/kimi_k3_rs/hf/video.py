@@ -1,10 +1,10 @@
 """K2.5 in the HF processor: which configs are K2.5's, ``video_chunk`` sizing, ``split_video_chunks``.
 
 Whether :class:`kimi_k3_rs.hf.KimiK3VisionProcessor` acts as K2.5's processor
-(:func:`_flavour`: the class its config file names, else whether the config has the keys
+(:func:`checkpoint_flavour`: the class its config file names, else whether the config has the keys
 K2.5's chunk sizing reads), what its ``get_resize_config`` does for a ``video_chunk``
-(:func:`_chunk_resize_config`), and how its ``split_video_chunks`` reads a video through
-``mecord`` (imported only then) into chunk media dicts (:func:`_split_video_chunks`; the
+(:func:`chunk_resize_config`), and how its ``split_video_chunks`` reads a video through
+``mecord`` (imported only then) into chunk media dicts (:func:`split_video_url`; the
 frame plan is :func:`kimi_k3_rs.video.split_video_plan`).
 """
 
@@ -19,8 +19,8 @@ from PIL import Image
 from .. import _native, errors
 from .._input import header_size
 from ..config import MediaProcConfig
-from ..options import _Options
-from ..sizing import _resize_dict
+from ..options import CallOptions
+from ..sizing import resize_dict
 from ..video import split_video_plan
 
 #: The ``media_proc_cfg`` keys K2.5's ``get_resize_config`` reads for a ``video_chunk``
@@ -32,10 +32,10 @@ _K3_KEYS = ("transparent_bg_config", "transparent_bg_fill_stage")
 
 
 #: Per flavour: the checkpoint's class name (its ``model_type`` is the flavour).
-_CHECKPOINT_CLASSES = {"kimi_k3": "KimiK3VisionProcessor", "kimi_k25": "KimiK25VisionProcessor"}
+CHECKPOINT_CLASSES = {"kimi_k3": "KimiK3VisionProcessor", "kimi_k25": "KimiK25VisionProcessor"}
 
 
-def _flavour(media_proc_cfg: Mapping[str, Any], attributes: Mapping[str, Any]) -> str:
+def checkpoint_flavour(media_proc_cfg: Mapping[str, Any], attributes: Mapping[str, Any]) -> str:
     """Which checkpoint's processor to act as: ``"kimi_k25"`` or ``"kimi_k3"``.
 
     The class a ``preprocessor_config.json`` names, read as transformers'
@@ -51,7 +51,7 @@ def _flavour(media_proc_cfg: Mapping[str, Any], attributes: Mapping[str, Any]) -
     auto_class = auto_map.get("AutoImageProcessor") if isinstance(auto_map, Mapping) else None
     for named in (attributes.get("image_processor_type"), auto_class):
         if isinstance(named, str):
-            for flavour, name in _CHECKPOINT_CLASSES.items():
+            for flavour, name in CHECKPOINT_CLASSES.items():
                 if named.rsplit(".", 1)[-1] == name:
                     return flavour
     if any(key in media_proc_cfg for key in _K3_KEYS):
@@ -59,16 +59,16 @@ def _flavour(media_proc_cfg: Mapping[str, Any], attributes: Mapping[str, Any]) -
     return "kimi_k25" if all(key in media_proc_cfg for key in _K25_CHUNK_KEYS) else "kimi_k3"
 
 
-def _chunk_resize_config(frames: Sequence[Any], cfg: MediaProcConfig, options: _Options) -> dict[str, int]:
+def chunk_resize_config(frames: Sequence[Any], cfg: MediaProcConfig, options: CallOptions) -> dict[str, int]:
     """K2.5 ``get_resize_config`` of a ``video_chunk``: ``navit_resize_video(w, h, n,
     avg_fps=1.0, sample_fps=min(inf, 1.0), ...)``, so ``n`` frames sampled; sized by
     the core (frame 0's size, the per-frame budget of the chunk)."""
     width, height = header_size(frames[0], options.exif_transpose, options.allowed_formats)
     sizing = _native.navit_resize_video_chunk(width, height, len(frames), cfg.native)
-    return {**_resize_dict(sizing), "sampled_nframes": len(frames)}
+    return {**resize_dict(sizing), "sampled_nframes": len(frames)}
 
 
-def _split_video_chunks(video_url: str | bytes, cfg: MediaProcConfig) -> list[dict[str, Any]]:
+def split_video_url(video_url: str | bytes, cfg: MediaProcConfig) -> list[dict[str, Any]]:
     """K2.5's ``split_video_chunks(video_url)`` (see
     :meth:`kimi_k3_rs.hf.KimiK3VisionProcessor.split_video_chunks` for the steps and errors)."""
     try:
