@@ -21,6 +21,7 @@ mod schedule;
 pub use crate::resize::resize_view;
 pub use output::{overlapping_image, BatchOutput, OutBuffer, Output, PixelValues, Preprocessed};
 pub use plan::{plan, plan_batch, BatchPlan};
+#[cfg(feature = "python")]
 pub(crate) use run::decode_allocation;
 pub use run::{run_batch, run_batch_with, run_planned};
 
