@@ -1,5 +1,6 @@
 """What an input is, decided once: :func:`classify` (the one ``isinstance`` chain), and
-the adapters of each kind: media dicts, torch tensors (duck-typed), EXIF.
+the adapters of each kind: media dicts, torch tensors (duck-typed), EXIF, the frames of a
+video chunk.
 
 Torch is never imported: a tensor is recognised by its type's module and read through
 ``.numpy()``, as sglang's staging helpers (``kimi_k3_image_processing.py:
@@ -12,10 +13,9 @@ import enum
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import numpy.typing as npt
 from PIL import Image, ImageOps
 
 from .. import errors
@@ -27,8 +27,6 @@ if TYPE_CHECKING:
 _EXIF_ORIENTATION_TAG = 0x0112
 _TRANSPOSING_ORIENTATIONS = frozenset(range(2, 9))
 SIDE_SWAPPING_ORIENTATIONS = frozenset(range(5, 9))
-
-ImageInput = Union[Image.Image, npt.NDArray[np.uint8], bytes, str, "os.PathLike[str]", Mapping[str, Any]]
 
 
 class Kind(enum.Enum):
