@@ -6,7 +6,7 @@
 use std::ptr::NonNull;
 use std::sync::Mutex;
 
-use crate::buffers::{poison, HUGE_PAGE};
+use crate::buffers::HUGE_PAGE;
 
 /// Outputs at least this large come from (and go back to) the pool; smaller
 /// ones are left to numpy's allocator, whose heap keeps them warm already
@@ -20,8 +20,10 @@ const POOL_MAX_BYTES: usize = 512 << 20;
 
 /// A page-aligned block of memory, its length a multiple of [`HUGE_PAGE`], with
 /// huge pages asked for. Its contents are unspecified (zero when new, a
-/// previous output's values when pooled, [`POISON_BYTE`] bytes either way
-/// while the poison mode is on): a user writes every byte it reads.
+/// previous output's values when pooled): a user writes every byte it reads.
+/// Nothing here touches it (with the GIL held, a fresh block's page faults
+/// would stop every Python thread): the core poisons an output it is handed,
+/// in the poison mode, once the GIL is released (`pipeline::run_planned`).
 #[derive(Debug)]
 pub(super) struct OutputMemory {
     ptr: NonNull<u8>,
@@ -146,10 +148,7 @@ pub(super) fn take_output(bytes: usize) -> Option<OutputMemory> {
                 .map(|(i, _)| i)?;
             Some(pool.remove(best))
         });
-    let memory = pooled.or_else(|| OutputMemory::new(bytes))?;
-    // SAFETY: the block is `len` bytes, owned by `memory` alone.
-    poison(unsafe { std::slice::from_raw_parts_mut(memory.as_ptr(), memory.len()) });
-    Some(memory)
+    pooled.or_else(|| OutputMemory::new(bytes))
 }
 
 /// Return an output's memory once nothing refers to it any more: kept for a
@@ -178,12 +177,9 @@ pub(super) fn give_back(memory: OutputMemory) {
 #[allow(clippy::unwrap_used)] // tests: a failure is the test's panic
 mod tests {
     use super::*;
-    use crate::buffers::{set_poison, POISON_BYTE, POISON_SWITCH};
-    use std::sync::PoisonError;
 
     #[test]
     fn output_memory_is_aligned_writable_and_pooled() {
-        let _switch = POISON_SWITCH.lock().unwrap_or_else(PoisonError::into_inner);
         let bytes = POOL_MIN_BYTES + 12345;
         let first = take_output(bytes).unwrap();
         assert_eq!(first.len() % HUGE_PAGE, 0);
@@ -207,18 +203,5 @@ mod tests {
         assert!(fits(POOL_MIN_BYTES + POOL_MIN_BYTES / 2, POOL_MIN_BYTES));
         give_back(again);
         assert!(POOL.lock().unwrap().len() <= POOL_MAX_BUFFERS);
-    }
-
-    #[test]
-    fn pooled_and_new_output_memory_is_poisoned() {
-        let _switch = POISON_SWITCH.lock().unwrap_or_else(PoisonError::into_inner);
-        let previous = set_poison(true);
-        let output = take_output(POOL_MIN_BYTES).unwrap();
-        // SAFETY: the block is `len` bytes, owned here.
-        let block = unsafe { std::slice::from_raw_parts(output.as_ptr(), output.len()) };
-        let poisoned = block.iter().all(|&b| b == POISON_BYTE);
-        give_back(output);
-        set_poison(previous);
-        assert!(poisoned);
     }
 }
