@@ -21,7 +21,7 @@ use crate::simd::{Execution, SimdPath};
 /// of each transposed band are premultiplied by its alpha (the last channel,
 /// `S == C`) before they are summed, as Pillow resizes `RGBa` / `La`: the
 /// input is never copied for it. Runs on the calling thread (the resize's
-/// bands are its parallel unit), in `columns`.
+/// bands are its parallel unit), in `columns`, a tile of `taps` at a time.
 ///
 /// # Errors
 /// [`AllocFailed`] when `columns` cannot grow to the band's size.
@@ -34,16 +34,16 @@ use crate::simd::{Execution, SimdPath};
 fn horizontal_into<const S: usize, const C: usize>(
     src: &[u8],
     width: usize,
-    coeffs: &Coefficients,
+    taps: &HorizontalTaps<'_>,
     premultiply: bool,
     path: SimdPath,
     columns: &mut Columns,
     out: &mut [u8],
 ) -> Result<(), AllocFailed> {
     const { assert!(C >= 1 && C <= S) };
+    let HorizontalTaps { coeffs, tiles } = taps;
     let out_w = coeffs.bounds.len();
     let (in_row_len, out_row_len) = (width * S, out_w * C);
-    let tiles = tiles(coeffs, TILE_BYTES / S);
     let most = tiles.iter().map(|t| t.inputs.len()).max().unwrap_or(0);
     grow(&mut columns.input, most * S * ROWS)?;
     let most = tiles.iter().map(|t| t.outputs.len()).max().unwrap_or(0);
@@ -61,7 +61,7 @@ fn horizontal_into<const S: usize, const C: usize>(
         for Tile {
             inputs: x,
             outputs: xx,
-        } in &tiles
+        } in tiles
         {
             let (in_len, out_len) = (x.len() * S, xx.len() * C);
             let tile_inputs = inputs.map(|row| &row[x.start * S..x.end * S]);
@@ -75,11 +75,7 @@ fn horizontal_into<const S: usize, const C: usize>(
                 let (start, k) = coeffs.taps(xx.start + i);
                 weighted_sum(input, S * ROWS, start - x.start, k, column, path);
             }
-            let mut tile_outputs: Vec<&mut [u8]> = outputs
-                .iter_mut()
-                .map(|row| &mut row[xx.start * C..xx.end * C])
-                .collect();
-            columns_to_rows(output, out_len, &mut tile_outputs);
+            columns_to_rows(output, out_len, &mut outputs, xx.start * C);
         }
     }
     Ok(())
@@ -92,6 +88,20 @@ fn horizontal_into<const S: usize, const C: usize>(
 /// 25,000,000 x 1 image held 16 times its 75 MB row).
 const TILE_BYTES: usize = 64 << 10;
 
+/// The taps of a horizontal pass, and its [`tiles`]: made once per resize.
+struct HorizontalTaps<'a> {
+    coeffs: &'a Coefficients,
+    tiles: Vec<Tile>,
+}
+
+impl<'a> HorizontalTaps<'a> {
+    /// The taps of `coeffs` for input pixels of `pixel_bytes` bytes.
+    fn new(coeffs: &'a Coefficients, pixel_bytes: usize) -> Self {
+        let tiles = tiles(coeffs, TILE_BYTES / pixel_bytes);
+        Self { coeffs, tiles }
+    }
+}
+
 /// A run of output pixels of the horizontal pass and the input pixels their
 /// taps read.
 struct Tile {
@@ -102,7 +112,7 @@ struct Tile {
 /// The output pixels of `coeffs` in runs whose taps span at most `most` input
 /// pixels, or one output pixel where its own taps span more. Pillow's taps
 /// start and end at non-decreasing inputs, so a run's inputs are from its
-/// first output's start to its last output's end.
+/// first output's start to its last output's end. Made once per resize.
 fn tiles(coeffs: &Coefficients, most: usize) -> Vec<Tile> {
     let end = |xx: usize| {
         let (start, n) = coeffs.bounds[xx];
@@ -415,6 +425,7 @@ fn banded<const S: usize, const C: usize>(
     // Input rows a horizontal pass reads at once: as many as a quarter of the
     // share holds, in whole transposed bands of `ROWS` (at least one).
     let chunk_rows = ((share / 4 / src_row_len) / ROWS * ROWS).max(ROWS);
+    let h_taps = ch.map(|ch| HorizontalTaps::new(ch, S));
     let inputs = Inputs {
         src,
         height,
@@ -461,7 +472,7 @@ fn banded<const S: usize, const C: usize>(
                 // (their resized rows), `chunk_rows` input rows at a time: a
                 // band of wide rows whose vertical taps span many of them never
                 // holds them all.
-                let mut horizontal_rows = |ch, out: &mut [u8]| -> Result<(), ResizeFailed> {
+                let mut horizontal_rows = |taps, out: &mut [u8]| -> Result<(), ResizeFailed> {
                     let mut a = first;
                     while a < end {
                         let b = (a + chunk_rows).min(end);
@@ -471,7 +482,7 @@ fn banded<const S: usize, const C: usize>(
                         horizontal_into::<S, C>(
                             input,
                             width,
-                            ch,
+                            taps,
                             premultiply_h,
                             path,
                             columns,
@@ -481,19 +492,19 @@ fn banded<const S: usize, const C: usize>(
                     }
                     Ok(())
                 };
-                match (ch, cv) {
-                    (Some(ch), Some(cv)) if vertical_first => {
+                match (&h_taps, cv) {
+                    (Some(taps), Some(cv)) if vertical_first => {
                         let input = inputs.rows(window, window_rows, copy, first, end)?;
                         grow(tmp, rows * in_row_len)?;
                         vertical_into(input, in_row_len, cv, first, yy0, path, tmp);
-                        horizontal_into::<S, C>(tmp, width, ch, false, path, columns, out_band)?;
+                        horizontal_into::<S, C>(tmp, width, taps, false, path, columns, out_band)?;
                     }
-                    (Some(ch), Some(cv)) => {
+                    (Some(taps), Some(cv)) => {
                         grow(tmp, (end - first) * out_row_len)?;
-                        horizontal_rows(ch, tmp)?;
+                        horizontal_rows(taps, tmp)?;
                         vertical_into(tmp, out_row_len, cv, first, yy0, path, out_band);
                     }
-                    (Some(ch), None) => horizontal_rows(ch, out_band)?,
+                    (Some(taps), None) => horizontal_rows(taps, out_band)?,
                     (None, Some(cv)) if S == C => {
                         let input = inputs.rows(window, window_rows, copy, first, end)?;
                         vertical_into(input, in_row_len, cv, first, yy0, path, out_band);
@@ -650,7 +661,7 @@ mod tests {
             f(
                 image,
                 w,
-                ch,
+                &HorizontalTaps::new(ch, c),
                 false,
                 SimdPath::Scalar,
                 &mut columns,

@@ -91,9 +91,10 @@ pub(super) fn rows_to_columns(rows: &[&[u8]; ROWS], len: usize, dst: &mut [u8]) 
     }
 }
 
-/// The inverse of [`rows_to_columns`]: `rows[i][j] = src[j * 16 + i]` for
-/// `i < rows.len()` (at most 16) and `j < len`.
-pub(super) fn columns_to_rows(src: &[u8], len: usize, rows: &mut [&mut [u8]]) {
+/// The inverse of [`rows_to_columns`], from byte `at` of the rows:
+/// `rows[i][at + j] = src[j * 16 + i]` for `i < rows.len()` (at most 16) and
+/// `j < len`.
+pub(super) fn columns_to_rows(src: &[u8], len: usize, rows: &mut [&mut [u8]], at: usize) {
     assert!(src.len() >= len * ROWS && rows.len() <= ROWS);
     let mut j = 0;
     #[cfg(target_arch = "x86_64")]
@@ -102,13 +103,13 @@ pub(super) fn columns_to_rows(src: &[u8], len: usize, rows: &mut [&mut [u8]]) {
         // SAFETY: `src` holds `len * 16 >= (j + 16) * 16` bytes, `block` 256.
         unsafe { transpose16(src.as_ptr().add(j * ROWS), ROWS, block.as_mut_ptr(), 16) };
         for (i, row) in rows.iter_mut().enumerate() {
-            row[j..j + 16].copy_from_slice(&block[i * 16..i * 16 + 16]);
+            row[at + j..at + j + 16].copy_from_slice(&block[i * 16..i * 16 + 16]);
         }
         j += 16;
     }
     for jj in j..len {
         for (i, row) in rows.iter_mut().enumerate() {
-            row[jj] = src[jj * ROWS + i];
+            row[at + jj] = src[jj * ROWS + i];
         }
     }
 }
@@ -133,7 +134,7 @@ mod tests {
             let mut back = vec![0u8; len * ROWS];
             let mut outs: Vec<&mut [u8]> = back.chunks_exact_mut(len.max(1)).take(ROWS).collect();
             if len > 0 {
-                columns_to_rows(&columns, len, &mut outs);
+                columns_to_rows(&columns, len, &mut outs, 0);
                 assert_eq!(back, data);
             }
         }
