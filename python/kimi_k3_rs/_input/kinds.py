@@ -113,13 +113,17 @@ def tensor_layout(tensor: Any) -> tuple[int, int, int | None, bool]:
 def tensor_array(tensor: Any) -> np.ndarray:
     """A uint8 ``HxW`` / ``HxWxC`` numpy view of a torch tensor (copied off a GPU only)."""
     _, _, _, chw = tensor_layout(tensor)
+    array = _host_array(tensor)
+    return array.transpose(1, 2, 0) if chw else array
+
+
+def _host_array(tensor: Any) -> np.ndarray:
+    """The numpy view of a torch tensor, detached, copied to the host if it is on a GPU."""
     if hasattr(tensor, "detach"):
         tensor = tensor.detach()
-    device = getattr(tensor, "device", None)
-    if device is not None and getattr(device, "type", "cpu") != "cpu":
+    if getattr(getattr(tensor, "device", None), "type", "cpu") != "cpu":
         tensor = tensor.cpu()
-    array = np.asarray(tensor.numpy())
-    return array.transpose(1, 2, 0) if chw else array
+    return np.asarray(tensor.numpy())
 
 
 def exif_orientation(image: Image.Image) -> Any:
@@ -147,11 +151,7 @@ def frame_list(frames: Any) -> Sequence[Any]:
     if _is_torch_tensor(frames):
         if str(frames.dtype) != "torch.uint8":
             raise errors.tensor_dtype(frames.dtype)
-        if hasattr(frames, "detach"):
-            frames = frames.detach()
-        if getattr(getattr(frames, "device", None), "type", "cpu") != "cpu":
-            frames = frames.cpu()
-        frames = np.asarray(frames.numpy())
+        frames = _host_array(frames)
     if isinstance(frames, np.ndarray):
         if frames.ndim != 4:
             raise errors.bad_video_argument("frames", "a THWC array", frames.shape)
