@@ -929,9 +929,11 @@ def _webp_canvas(side: int, pad_to: int | None = None) -> bytes:
     return b"RIFF" + struct.pack("<I", len(body)) + body
 
 
-def _gif_screen(side: int) -> bytes:
-    """A GIF whose side x side screen holds one 1x1 frame."""
-    return (b"GIF89a" + struct.pack("<HHBBB", side, side, 0, 0, 0) + b","
+def _gif_screen(side: int, transparent: bool = False) -> bytes:
+    """A GIF whose side x side screen holds one 1x1 frame; with ``transparent``, a
+    graphic control extension makes index 0 transparent."""
+    control = b"\x21\xf9\x04\x01\x00\x00\x00\x00" if transparent else b""
+    return (b"GIF89a" + struct.pack("<HHBBB", side, side, 0, 0, 0) + control + b","
             + struct.pack("<HHHHB", 0, 0, 1, 1, 0x80) + b"\0\0\0\xff\xff\xff" + b"\x02\x02\x44\x01\x00;")
 
 
@@ -940,15 +942,17 @@ def _blank_png(
     plte_trns: bool = False,
 ) -> bytes:
     """A side x side (or side x height) PNG of zeros at the best compression, a tEXt
-    chunk padding it to ``pad_to`` bytes; with ``plte_trns``, a black and white palette
-    whose black is transparent."""
+    chunk padding it to ``pad_to`` bytes; with ``plte_trns``, transparent black: a
+    black and white palette whose black is transparent, or for grey a tRNS of 0."""
     height = side if height is None else height
     bits = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}[colour_type] * depth
     row = bytes(1 + (side * bits + 7) // 8)
     z = zlib.compressobj(9)
     idat = b"".join(z.compress(row) for _ in range(height)) + z.flush()
     head = b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", struct.pack(">IIBBBBB", side, height, depth, colour_type, 0, 0, 0))
-    if plte_trns:
+    if plte_trns and colour_type == 0:
+        head += png_chunk(b"tRNS", b"\0\0")
+    elif plte_trns:
         head += png_chunk(b"PLTE", bytes([0, 0, 0, 255, 255, 255])) + png_chunk(b"tRNS", b"\0")
     tail = png_chunk(b"IDAT", idat) + png_chunk(b"IEND", b"")
     if pad_to is not None:
@@ -1026,6 +1030,12 @@ COST_BOMBS = {
     "png-13377-1-bit": (lambda: _blank_png(13377, 1, 0), "decoded"),
     "png-a4-1200-dpi-blank-1-bit": (lambda: _blank_png(9921, 1, 0, 14031), "decoded"),
     "png-10000-grey": (lambda: _blank_png(10000, 8, 0), "decoded"),
+    # ... with transparency: composited at full size (were 1.4-2.1 s: Pillow converted
+    # them to RGBA, the core composited them a pixel at a time)
+    "png-13377-1-bit-trns": (lambda: _blank_png(13377, 1, 0, plte_trns=True), "decoded"),
+    "png-13377-1-bit-palette-trns": (lambda: _blank_png(13377, 1, 3, plte_trns=True), "decoded"),
+    "png-13377-4-bit-palette-trns": (lambda: _blank_png(13377, 4, 3, plte_trns=True), "decoded"),
+    "gif-13377-screen-transparent": (lambda: _gif_screen(13377, transparent=True), "decoded"),
     "png-5000-rgba": (lambda: _blank_png(5000, 8, 6), "decoded"),
     # A few rows of millions of columns (or the other way): the resize's filter taps
     # (16 bytes a pixel of each side) outweigh the pixels

@@ -164,7 +164,7 @@ fn patchify_bands<T: OutputValue>(
         (Pixels::Slice(_), None) => h,
         _ => ps * ((2 << 20) / (row_len * ps)).max(1),
     };
-    let compositor = background.map(|bg| Compositor::new(w, ch, bg));
+    let compositor = background.map(|bg| Compositor::new(w, ch, bg, run.path));
     let mut composited: Vec<u8> = match compositor {
         Some(_) => try_buffer(rows.min(h) * w * (ch - 1))?,
         None => Vec::new(),

@@ -332,8 +332,8 @@ impl Resize {
         let out_channels = channels - usize::from(after.is_some());
         assert_eq!(out.len(), nw * nh * out_channels);
         let compositor = match (before, after) {
-            (Some(bg), _) => Some(Compositor::new(w, pixel_stride, &bg)),
-            (_, Some(bg)) => Some(Compositor::new(nw, channels, &bg)),
+            (Some(bg), _) => Some(Compositor::new(w, pixel_stride, &bg, run.path)),
+            (_, Some(bg)) => Some(Compositor::new(nw, channels, &bg, run.path)),
             _ => None,
         };
         let bg = match (&compositor, before.is_some()) {

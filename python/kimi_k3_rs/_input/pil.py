@@ -67,7 +67,11 @@ def _composite_input(image: Image.Image, cfg: MediaProcConfig, *, owned: bool) -
       the same pixels, without the warning Pillow gives because bytes cannot be carried
       into RGB.
     * ``bg`` set: ``convert("RGBA")`` when the image has an ``A`` band or a
-      ``transparency`` entry, else ``convert("RGB")``.
+      ``transparency`` entry, else ``convert("RGB")``; but ``1`` / ``L`` with a
+      ``transparency`` entry convert to ``LA`` (Pillow's ``convert_transparent``: the
+      grey, alpha 0 where the pixel is the key, else 255), whose RGBA is ``L, L, L, A``,
+      so its grey composite is each channel of the RGBA's, and the core resizes one
+      channel rather than three.
 
     ``owned``: ``image`` is ours (a resize result), so it may be changed in place.
     """
@@ -81,6 +85,8 @@ def _composite_input(image: Image.Image, cfg: MediaProcConfig, *, owned: bool) -
             image = image if owned else _twin(image)
             del image.info["transparency"]
         return _converted(image, "RGB")
+    if mode in ("1", "L") and has_transparency:
+        return _converted(image, "LA")
     if "A" in image.getbands() or has_transparency:
         return _converted(image, "RGBA")
     return _converted(image, "RGB")
