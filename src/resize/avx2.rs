@@ -1,10 +1,11 @@
-//! The AVX2 weighted-sum kernel: 32 lanes per step.
+//! The AVX2 weighted-sum kernel: 32 or 16 lanes per step.
 
 use super::ROUND_BIAS;
 
 /// AVX2 version of [`super::scalar::weighted_sum`]: 32 lanes per step with the four
-/// accumulators held in registers across all taps; the remaining lanes go to
-/// [`super::sse41::weighted_sum`]. Integer sums are exact in
+/// accumulators held in registers across all taps, then 16 with two (the last
+/// third of a column of 16 transposed RGB rows, the horizontal pass's); the
+/// remaining lanes (fewer than 16) go to [`super::sse41::weighted_sum`]. Integer sums are exact in
 /// any order, so the bytes equal the scalar ones.
 ///
 /// # Safety
@@ -20,9 +21,11 @@ pub(super) unsafe fn weighted_sum(
     out: &mut [u8],
 ) {
     use std::arch::x86_64::{
-        __m128i, __m256i, _mm256_add_epi32, _mm256_cvtepu8_epi32, _mm256_mullo_epi32,
-        _mm256_packs_epi32, _mm256_packus_epi16, _mm256_permutevar8x32_epi32, _mm256_set1_epi32,
+        __m128i, __m256i, _mm256_add_epi32, _mm256_castsi256_si128, _mm256_cvtepu8_epi32,
+        _mm256_extracti128_si256, _mm256_mullo_epi32, _mm256_packs_epi32, _mm256_packus_epi16,
+        _mm256_permute4x64_epi64, _mm256_permutevar8x32_epi32, _mm256_set1_epi32,
         _mm256_setr_epi32, _mm256_srai_epi32, _mm256_storeu_si256, _mm_loadl_epi64,
+        _mm_packus_epi16, _mm_storeu_si128,
     };
     #[inline(always)]
     unsafe fn load8(p: *const u8) -> __m256i {
@@ -50,6 +53,24 @@ pub(super) unsafe fn weighted_sum(
         let bytes = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(w01, w23), order);
         _mm256_storeu_si256(out.as_mut_ptr().add(l).cast::<__m256i>(), bytes);
         l += 32;
+    }
+    if l + 16 <= n {
+        let (mut a0, mut a1) = (bias, bias);
+        for (t, &kv) in k.iter().enumerate() {
+            let p = base.add(t * stride + l);
+            let kk = _mm256_set1_epi32(kv);
+            a0 = _mm256_add_epi32(a0, _mm256_mullo_epi32(load8(p), kk));
+            a1 = _mm256_add_epi32(a1, _mm256_mullo_epi32(load8(p.add(8)), kk));
+        }
+        // words [a0 0..4, a1 0..4, a0 4..8, a1 4..8], put in order, then bytes
+        let w01 = _mm256_packs_epi32(_mm256_srai_epi32::<22>(a0), _mm256_srai_epi32::<22>(a1));
+        let w01 = _mm256_permute4x64_epi64(w01, 0b11_01_10_00);
+        let bytes = _mm_packus_epi16(
+            _mm256_castsi256_si128(w01),
+            _mm256_extracti128_si256(w01, 1),
+        );
+        _mm_storeu_si128(out.as_mut_ptr().add(l).cast::<__m128i>(), bytes);
+        l += 16;
     }
     // The last < 32 lanes: AVX2 implies SSE4.1, and the bound on `src` shifted by
     // `l` lanes is the caller's bound on the remaining `n - l` lanes.

@@ -1,10 +1,12 @@
-//! The AVX-512 (F + BW) weighted-sum kernel: 64 lanes per step.
+//! The AVX-512 (F + BW) weighted-sum kernel: 64, 48 or 16 lanes per step.
 
 use super::ROUND_BIAS;
 
-/// AVX-512 (F + BW) version of [`super::scalar::weighted_sum`]: 64 lanes per step with
-/// the four 16-lane accumulators held in registers across all taps; the
-/// remaining lanes go to [`super::avx2::weighted_sum`]. Integer sums are exact in any
+/// AVX-512 (F + BW) version of [`super::scalar::weighted_sum`]: 64 lanes per
+/// step with four 16-lane accumulators held in registers across all taps,
+/// then 48 lanes with three (a column of 16 transposed RGB rows, the
+/// horizontal pass's), then 16 with one; the remaining lanes (fewer than
+/// 16) go to [`super::avx2::weighted_sum`]. Integer sums are exact in any
 /// order, so the bytes equal the scalar ones.
 ///
 /// # Safety
@@ -21,38 +23,56 @@ pub(super) unsafe fn weighted_sum(
     out: &mut [u8],
 ) {
     use std::arch::x86_64::{
-        __m128i, __m512i, _mm512_add_epi32, _mm512_cvtepu8_epi32, _mm512_mullo_epi32,
-        _mm512_packs_epi32, _mm512_packus_epi16, _mm512_permutexvar_epi32, _mm512_set1_epi32,
-        _mm512_setr_epi32, _mm512_srai_epi32, _mm512_storeu_si512, _mm_loadu_si128,
+        __m128i, __m512i, _mm512_add_epi32, _mm512_cvtepu8_epi32, _mm512_cvtusepi32_epi8,
+        _mm512_max_epi32, _mm512_mullo_epi32, _mm512_set1_epi32, _mm512_setzero_si512,
+        _mm512_srai_epi32, _mm_loadu_si128, _mm_storeu_si128,
     };
     #[inline(always)]
     unsafe fn load16(p: *const u8) -> __m512i {
         _mm512_cvtepu8_epi32(_mm_loadu_si128(p.cast::<__m128i>()))
     }
-    let n = out.len();
-    let base = src.as_ptr().add(start * stride);
-    let bias = _mm512_set1_epi32(ROUND_BIAS);
-    // After the packs, 128-bit lane `i` holds 4-byte group `i` of each accumulator.
-    let order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    let mut l = 0;
-    while l + 64 <= n {
-        let (mut a0, mut a1, mut a2, mut a3) = (bias, bias, bias, bias);
+    /// `A` accumulators of 16 lanes each, from lane `l`, over all taps.
+    #[inline(always)]
+    unsafe fn sums<const A: usize>(
+        base: *const u8,
+        stride: usize,
+        k: &[i32],
+        l: usize,
+    ) -> [__m512i; A] {
+        let mut acc = [_mm512_set1_epi32(ROUND_BIAS); A];
         for (t, &kv) in k.iter().enumerate() {
             let p = base.add(t * stride + l);
             let kk = _mm512_set1_epi32(kv);
-            a0 = _mm512_add_epi32(a0, _mm512_mullo_epi32(load16(p), kk));
-            a1 = _mm512_add_epi32(a1, _mm512_mullo_epi32(load16(p.add(16)), kk));
-            a2 = _mm512_add_epi32(a2, _mm512_mullo_epi32(load16(p.add(32)), kk));
-            a3 = _mm512_add_epi32(a3, _mm512_mullo_epi32(load16(p.add(48)), kk));
+            for (i, a) in acc.iter_mut().enumerate() {
+                *a = _mm512_add_epi32(*a, _mm512_mullo_epi32(load16(p.add(16 * i)), kk));
+            }
         }
-        // >> 22, then saturate to i16 and to u8: clamp(acc >> 22, 0, 255) = clip8.
-        let w01 = _mm512_packs_epi32(_mm512_srai_epi32::<22>(a0), _mm512_srai_epi32::<22>(a1));
-        let w23 = _mm512_packs_epi32(_mm512_srai_epi32::<22>(a2), _mm512_srai_epi32::<22>(a3));
-        let bytes = _mm512_permutexvar_epi32(order, _mm512_packus_epi16(w01, w23));
-        _mm512_storeu_si512(out.as_mut_ptr().add(l).cast::<__m512i>(), bytes);
+        acc
+    }
+    /// The accumulators shifted and clipped to `0..=255`, stored from lane `l`.
+    #[inline(always)]
+    unsafe fn store<const A: usize>(acc: [__m512i; A], out: *mut u8) {
+        for (i, a) in acc.into_iter().enumerate() {
+            // negative sums clip to 0 here, sums over 255 in the saturating narrowing
+            let v = _mm512_max_epi32(_mm512_srai_epi32::<22>(a), _mm512_setzero_si512());
+            _mm_storeu_si128(out.add(16 * i).cast::<__m128i>(), _mm512_cvtusepi32_epi8(v));
+        }
+    }
+    let n = out.len();
+    let base = src.as_ptr().add(start * stride);
+    let dst = out.as_mut_ptr();
+    let mut l = 0;
+    while l + 64 <= n {
+        store(sums::<4>(base, stride, k, l), dst.add(l));
         l += 64;
     }
-    // The last < 64 lanes: the bound on `src` shifted by `l` lanes is the
-    // caller's bound on the remaining `n - l` lanes.
+    if l + 48 <= n {
+        store(sums::<3>(base, stride, k, l), dst.add(l));
+        l += 48;
+    }
+    while l + 16 <= n {
+        store(sums::<1>(base, stride, k, l), dst.add(l));
+        l += 16;
+    }
     super::avx2::weighted_sum(&src[l..], stride, start, k, &mut out[l..]);
 }

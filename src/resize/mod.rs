@@ -395,6 +395,9 @@ mod tests {
             (2, 64, 64, 64, 17),
             (3, 40, 30, 80, 60), // up-scale
             (1, 1, 9, 1, 4),
+            // rows of 100 lanes: 64, then 16 twice, then 4 (AVX-512); 32 three
+            // times, then 4 (AVX2)
+            (1, 300, 41, 100, 30),
         ];
         for (seed, &(c, w, h, nw, nh)) in cases.iter().enumerate() {
             let src = noise(w * h * c, seed as u64 + 1);

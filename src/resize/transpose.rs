@@ -7,21 +7,22 @@
 /// pass), and the output columns are transposed back into rows.
 pub(super) const ROWS: usize = 16;
 
-/// Transpose a 16 x 16 byte block: `dst[j * dst_stride + i] = src[i * src_stride + j]`.
+/// Transpose a 16 x 16 byte block: `dst(j)[i] = src(i)[j]`, from 16 bytes at
+/// each `src(i)` to 16 bytes at each `dst(j)`.
 ///
 /// # Safety
-/// `src + i * src_stride + [0, 16)` and `dst + j * dst_stride + [0, 16)` must be
-/// valid for `i, j < 16` (SSE2 is part of the x86-64 baseline).
+/// `src(i) + [0, 16)` and `dst(j) + [0, 16)` must be valid for `i, j < 16`
+/// (SSE2 is part of the x86-64 baseline).
 #[cfg(target_arch = "x86_64")]
-#[inline]
+#[inline(always)]
 #[allow(clippy::cast_ptr_alignment, clippy::many_single_char_names)]
-unsafe fn transpose16(src: *const u8, src_stride: usize, dst: *mut u8, dst_stride: usize) {
+unsafe fn transpose16(src: impl Fn(usize) -> *const u8, dst: impl Fn(usize) -> *mut u8) {
     use std::arch::x86_64::{
         __m128i, _mm_loadu_si128, _mm_storeu_si128, _mm_unpackhi_epi16, _mm_unpackhi_epi32,
         _mm_unpackhi_epi64, _mm_unpackhi_epi8, _mm_unpacklo_epi16, _mm_unpacklo_epi32,
         _mm_unpacklo_epi64, _mm_unpacklo_epi8,
     };
-    let ld = |i: usize| _mm_loadu_si128(src.add(i * src_stride).cast::<__m128i>());
+    let ld = |i: usize| _mm_loadu_si128(src(i).cast::<__m128i>());
     let (a0, a1, a2, a3, a4, a5, a6, a7) = (ld(0), ld(1), ld(2), ld(3), ld(4), ld(5), ld(6), ld(7));
     let (a8, a9, a10, a11) = (ld(8), ld(9), ld(10), ld(11));
     let (a12, a13, a14, a15) = (ld(12), ld(13), ld(14), ld(15));
@@ -50,7 +51,7 @@ unsafe fn transpose16(src: *const u8, src_stride: usize, dst: *mut u8, dst_strid
     let (d10, d11) = (_mm_unpacklo_epi32(c9, c13), _mm_unpackhi_epi32(c9, c13));
     let (d12, d13) = (_mm_unpacklo_epi32(c10, c14), _mm_unpackhi_epi32(c10, c14));
     let (d14, d15) = (_mm_unpacklo_epi32(c11, c15), _mm_unpackhi_epi32(c11, c15));
-    let st = |j: usize, v: __m128i| _mm_storeu_si128(dst.add(j * dst_stride).cast::<__m128i>(), v);
+    let st = |j: usize, v: __m128i| _mm_storeu_si128(dst(j).cast::<__m128i>(), v);
     for (j, (lo, hi)) in [
         (d0, d8),
         (d1, d9),
@@ -76,12 +77,9 @@ pub(super) fn rows_to_columns(rows: &[&[u8]; ROWS], len: usize, dst: &mut [u8]) 
     let mut j = 0;
     #[cfg(target_arch = "x86_64")]
     while j + 16 <= len {
-        let mut block = [0u8; 256];
-        for (i, row) in rows.iter().enumerate() {
-            block[i * 16..i * 16 + 16].copy_from_slice(&row[j..j + 16]);
-        }
-        // SAFETY: `block` holds 256 bytes and `dst` `len * 16 >= (j + 16) * 16`.
-        unsafe { transpose16(block.as_ptr(), 16, dst.as_mut_ptr().add(j * ROWS), ROWS) };
+        let out = dst[j * ROWS..(j + 16) * ROWS].as_mut_ptr();
+        // SAFETY: every row holds `len >= j + 16` bytes, and `out` 256.
+        unsafe { transpose16(|i| rows[i][j..].as_ptr(), |c| out.add(c * ROWS)) };
         j += 16;
     }
     for jj in j..len {
@@ -99,11 +97,22 @@ pub(super) fn columns_to_rows(src: &[u8], len: usize, rows: &mut [&mut [u8]], at
     let mut j = 0;
     #[cfg(target_arch = "x86_64")]
     while j + 16 <= len {
-        let mut block = [0u8; 256];
-        // SAFETY: `src` holds `len * 16 >= (j + 16) * 16` bytes, `block` 256.
-        unsafe { transpose16(src.as_ptr().add(j * ROWS), ROWS, block.as_mut_ptr(), 16) };
-        for (i, row) in rows.iter_mut().enumerate() {
-            row[at + j..at + j + 16].copy_from_slice(&block[i * 16..i * 16 + 16]);
+        let columns = src[j * ROWS..(j + 16) * ROWS].as_ptr();
+        let out: [*mut u8; ROWS] = std::array::from_fn(|i| match rows.get_mut(i) {
+            Some(row) => row[at + j..at + j + 16].as_mut_ptr(),
+            None => std::ptr::null_mut(),
+        });
+        if rows.len() == ROWS {
+            // SAFETY: `columns` holds 256 bytes, each of the 16 rows 16 from `at + j`.
+            unsafe { transpose16(|c| columns.add(c * ROWS), |i| out[i]) };
+        } else {
+            let mut block = [0u8; 256];
+            let tmp = block.as_mut_ptr();
+            // SAFETY: `columns` and `block` hold 256 bytes.
+            unsafe { transpose16(|c| columns.add(c * ROWS), |i| tmp.add(i * 16)) };
+            for (i, row) in rows.iter_mut().enumerate() {
+                row[at + j..at + j + 16].copy_from_slice(&block[i * 16..i * 16 + 16]);
+            }
         }
         j += 16;
     }

@@ -1,0 +1,96 @@
+"""The resize stage against its peers, one thread, in one process (issue #24, item 3).
+
+For each case of the resize table: Pillow ``Image.resize(BICUBIC)`` (the reference, exact),
+ours (``_native.resize_bicubic``, exact: checked against Pillow here), fast_image_resize
+(through ``cykooz.resizer``, Catmull-Rom convolution, its best CPU extension) and OpenCV
+``cv2.resize(INTER_CUBIC)`` (both inexact: a different filter support and fixed point). CPU
+time per call (``time.process_time``), medians of ``--repeat`` rounds in which the peers run
+interleaved. The peers are benchmark-only: ``pip install opencv-python-headless cykooz.resizer``.
+
+    python benchmarks/bench_resize_peers.py [--repeat 15]
+
+Ours runs ``kimi_k3_rs.simd_path``'s kernels (printed); the Rust benchmarks
+(``cargo bench --bench resize``) time every path the CPU has.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+
+import numpy as np
+from PIL import Image
+
+import kimi_k3_rs
+from kimi_k3_rs import _native
+
+#: (source width, height) -> (resized width, height): the issue's table.
+CASES = [
+    ((8000, 8000), (1793, 1793)),
+    ((4032, 3024), (2069, 1551)),
+    ((1242, 2688), (1223, 2646)),
+    ((1920, 1080), (1288, 728)),
+]
+
+
+def cpu_ms(fn: Callable[[], object]) -> float:
+    start = time.process_time()
+    fn()
+    return (time.process_time() - start) * 1e3
+
+
+def peers(array: np.ndarray, size: tuple[int, int]) -> dict[str, Callable[[], object]]:
+    """Each contender's one call, on the same HxWx3 uint8 array."""
+    new_w, new_h = size
+    image = Image.fromarray(array)
+    options = _native.Options("13", "float32", 1)
+    out: dict[str, Callable[[], object]] = {
+        "pillow": lambda: image.resize(size, Image.Resampling.BICUBIC),
+        "ours": lambda: _native.resize_bicubic(array, new_w, new_h, options),
+    }
+    try:
+        import cykooz_resizer as fir
+
+        src = fir.ImageData(array.shape[1], array.shape[0], fir.PixelType.U8x3, array.tobytes())
+        dst = fir.ImageData(new_w, new_h, fir.PixelType.U8x3)
+        resizer = fir.Resizer()
+        resizer.cpu_extensions = fir.CpuExtensions.avx2
+        fir_options = fir.ResizeOptions(resize_alg=fir.ResizeAlg.convolution(fir.FilterType.catmull_rom))
+        out["fast_image_resize"] = lambda: resizer.resize(src, dst, fir_options)
+    except ImportError:
+        pass
+    try:
+        import cv2
+
+        cv2.setNumThreads(1)
+        out["cv2"] = lambda: cv2.resize(array, size, interpolation=cv2.INTER_CUBIC)
+    except ImportError:
+        pass
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=15)
+    args = parser.parse_args()
+    rng = np.random.default_rng(0)
+    print(f"simd_path {kimi_k3_rs.simd_path}, one thread, CPU ms medians of {args.repeat}")
+    print(f"{'case':<28} {'pillow':>8} {'ours':>8} {'fir':>8} {'cv2':>8} {'ours/fir':>9} {'ours/cv2':>9} exact")
+    for (w, h), size in CASES:
+        array = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+        calls = peers(array, size)
+        exact = np.array_equal(np.asarray(calls["pillow"]()), calls["ours"]())
+        times: dict[str, list[float]] = {name: [] for name in calls}
+        for _ in range(args.repeat):
+            for name, call in calls.items():
+                times[name].append(cpu_ms(call))
+        med = {name: statistics.median(t) for name, t in times.items()}
+        fir, cv = med.get("fast_image_resize", float("nan")), med.get("cv2", float("nan"))
+        print(f"{f'{w}x{h} -> {size[0]}x{size[1]}':<28} {med['pillow']:8.2f} {med['ours']:8.2f} {fir:8.2f} "
+              f"{cv:8.2f} {med['ours'] / fir:9.2f} {med['ours'] / cv:9.2f} {exact}")
+
+
+if __name__ == "__main__":
+    main()
