@@ -13,7 +13,7 @@ use crate::simd::{Execution, SimdPath};
 /// so the scattered stores of one patch row stay in L1.
 const GROUP_BYTES: usize = 32 * 1024;
 
-/// [`pad_normalize_patchify`] for `C` bytes per pixel. In each band of
+/// [`super::pad_normalize_patchify`] for `C` bytes per pixel. In each band of
 /// patches, the leading patches [`direct_patches`] can take go to the AVX2
 /// kernel; the rest are done in groups of a few consecutive patches. The pixel
 /// rows of a group are read in order (sequential reads keep the hardware
