@@ -1024,7 +1024,7 @@ COST_BOMBS = {
     "jpeg-5840-420-17-scans": (lambda: _blank_jpeg(5840, ((2, 2), (1, 1), (1, 1)), 14, pad_to=KB100), "decoded"),
     "jpeg-6752-y4x4-13-scans": (lambda: _blank_jpeg(6752, ((4, 4), (1, 1), (1, 1)), 10, pad_to=KB100), "decoded"),
     "webp-8190-canvas": (lambda: _webp_canvas(8190), "image of 8190x8190 decodes to 1073217600 bytes, and"),
-    "webp-3619-canvas": (lambda: _webp_canvas(3619, KB100), "decoded"),
+    "webp-3615-canvas": (lambda: _webp_canvas(3615, KB100), "decoded"),
     # 1 byte a pixel at the pixel limit (2 x Image.MAX_IMAGE_PIXELS): under the floor
     "gif-13377-screen": (lambda: _gif_screen(13377), "decoded"),
     "png-13377-1-bit": (lambda: _blank_png(13377, 1, 0), "decoded"),
@@ -1038,33 +1038,46 @@ COST_BOMBS = {
     "gif-13377-screen-transparent": (lambda: _gif_screen(13377, transparent=True), "decoded"),
     "png-5000-rgba": (lambda: _blank_png(5000, 8, 6), "decoded"),
     # A few rows of millions of columns (or the other way): the resize's filter taps
-    # (16 bytes a pixel of each side) outweigh the pixels
+    # (16 bytes a pixel of each side) and, for the width, its working rows (128 bytes a
+    # pixel) outweigh the pixels
     "png-25000000x1-rgb": (lambda: _blank_png(25_000_000, 8, 2, 1),
-                           "image of 25000000x1 decodes to 100000000 bytes, and 400000016 bytes of resize filter taps"),
+                           "image of 25000000x1 decodes to 100000000 bytes, and 3600000016 bytes of resize filter "
+                           "taps and working rows"),
     "png-1x25000000-rgb": (lambda: _blank_png(1, 8, 2, 25_000_000),
-                           "image of 1x25000000 decodes to 100000000 bytes, and 400000016 bytes of resize filter taps"),
+                           "image of 1x25000000 decodes to 100000000 bytes, and 400000144 bytes of resize filter "
+                           "taps and working rows"),
     "png-130000000x1-1-bit": (lambda: _blank_png(130_000_000, 1, 0, 1),
-                              "image of 130000000x1 decodes to 130000000 bytes, and 2080000016 bytes"),
-    "png-10000000x1-rgb-100kb": (lambda: _blank_png(10_000_000, 8, 2, 1, KB100), "decoded"),
+                              "image of 130000000x1 decodes to 130000000 bytes, and 18720000016 bytes"),
+    "png-10000000x1-rgb-100kb": (lambda: _blank_png(10_000_000, 8, 2, 1, KB100),
+                                 "image of 10000000x1 decodes to 40000000 bytes, and 1440000016 bytes"),
+    "png-1416994x1-rgb-100kb": (lambda: _blank_png(1_416_994, 8, 2, 1, KB100), "decoded"),
     # A few dozen rows whose one output row's taps span them all, converted by Pillow to
-    # 4 bytes a pixel band by band: a band once held them all (820 and 1,408 MiB)
-    "png-2516569x64-1-bit": (lambda: _blank_png(2_516_569, 1, 0, 64), "decoded"),
-    "png-1118481x160-1-bit-palette-trns": (lambda: _blank_png(1_118_481, 1, 3, 160, plte_trns=True), "decoded"),
+    # 4 bytes a pixel band by band: a band once held them all (820 and 1,408 MiB), then
+    # 16 rows at least, twice (a 12 KB PNG of 6291448x16 with tRNS: 944 MiB)
+    "png-2516569x64-1-bit": (lambda: _blank_png(2_516_569, 1, 0, 64),
+                             "image of 2516569x64 decodes to 161060416 bytes, and 362386960 bytes"),
+    "png-1118481x160-1-bit-palette-trns": (lambda: _blank_png(1_118_481, 1, 3, 160, plte_trns=True),
+                                           "image of 1118481x160 decodes to 178956960 bytes, and 161063824 bytes"),
+    "png-6291448x16-1-bit-palette-trns": (lambda: _blank_png(6_291_448, 1, 3, 16, plte_trns=True),
+                                          "image of 6291448x16 decodes to 100663168 bytes, and 905968768 bytes"),
+    "png-967911x64-1-bit-trns": (lambda: _blank_png(967_911, 1, 0, 64, plte_trns=True), "decoded"),
+    "png-662250x160-1-bit-palette-trns": (lambda: _blank_png(662_250, 1, 3, 160, plte_trns=True), "decoded"),
+    "png-1258289x16-1-bit-palette-trns": (lambda: _blank_png(1_258_289, 1, 3, 16, plte_trns=True), "decoded"),
     "png-1x10000000-rgb-100kb": (lambda: _blank_png(1, 8, 2, 10_000_000, KB100), "decoded"),
     "bmp-rle8-13377": (lambda: _bmp_rle8(13377), "image of 13377x13377 decodes to 536832387 bytes, and"),
-    "bmp-rle8-8355": (lambda: _bmp_rle8(8355, KB100), "decoded"),
+    "bmp-rle8-8334": (lambda: _bmp_rle8(8334, KB100), "decoded"),
     "tiff-lzma-7240-rgb": (lambda: _tiff_lzma(7240), "image of 7240x7240 decodes to 209670400 bytes, and"),
-    "tiff-lzma-7236-rgb-100kb": (lambda: _tiff_lzma(7236, KB100), "decoded"),
+    "tiff-lzma-7220-rgb-100kb": (lambda: _tiff_lzma(7220, KB100), "decoded"),
     # Pillow decodes an ICO's image while opening it: refused after that decode, within the bounds
     "ico-png-13377-1-bit": (lambda: _ico_with(_blank_png(13377, 1, 0), 32, (0, 0)), "decoded"),
     "ico-png-12000000x1-rgb": (lambda: _ico_with(_blank_png(12_000_000, 8, 2, 1), 32, (0, 0)),
-                               "image of 12000000x1 decodes to 48000000 bytes, and 192000016"),
+                               "image of 12000000x1 decodes to 48000000 bytes, and 1728000016"),
     "j2k-13377-grey": (lambda: _blank_j2k(13377, "L"), "image of 13377x13377 decodes to 894720645 bytes, and"),
-    "j2k-6473-grey-100kb": (lambda: _blank_j2k(6473, "L", KB100), "decoded"),
-    "j2k-3237-rgb-100kb": (lambda: _blank_j2k(3237, "RGB", KB100), "decoded"),
+    "j2k-6460-grey-100kb": (lambda: _blank_j2k(6460, "L", KB100), "decoded"),
+    "j2k-3234-rgb-100kb": (lambda: _blank_j2k(3234, "RGB", KB100), "decoded"),
     "avif-5120-444": (_avif_blank, "image of 5120x5120 decodes to 209715200 bytes, and"),
-    # exactly 2048 bytes a byte of its file: its filter taps (164 KB) take it over
-    "avif-5120-444-100kb": (lambda: _avif_blank(KB100), "image of 5120x5120 decodes to 209715200 bytes, and 163840"),
+    # exactly 2048 bytes a byte of its file: its filter taps and working rows (819 KB) take it over
+    "avif-5120-444-100kb": (lambda: _avif_blank(KB100), "image of 5120x5120 decodes to 209715200 bytes, and 819200"),
 }
 
 @functools.cache
@@ -1146,24 +1159,30 @@ def test_no_small_file_costs_more_than_2_s_or_512_mib(name, decode, tmp_path):
 def test_decoded_bytes_are_bounded_by_the_file_size():
     """Within max_decoded_bytes, a file decodes to at most 192 MiB, or 2048 bytes per
     byte of the file where that is more, with 16 bytes of resize filter taps per pixel
-    of its width and height; a smaller max_decoded_bytes still decides, and None turns
-    both off. The estimate counts the decoder's copies."""
+    of its width and height and 128 of working rows per pixel of its width; a smaller
+    max_decoded_bytes still decides, and None turns both off. The estimate counts the
+    decoder's copies."""
     from kimi_k3_rs._input.encoded import check_header
 
     floor, default = 192 << 20, kimi_k3_rs.DEFAULT_MAX_DECODED_BYTES
-    assert 240 * 786417 + 16 * (240 + 786417) == floor
-    check_header((240, 786417), "L", None, default, file_bytes=1)  # exactly the floor
+    assert 240 * 786297 + 16 * (240 + 786297) + 128 * 240 == floor
+    check_header((240, 786297), "L", None, default, file_bytes=1)  # exactly the floor
     with pytest.raises(kimi_k3_rs.ImageTooLargeError, match=re.escape(
-            "image of 241x786417 decodes to 189526497 bytes, and 12586528 bytes of resize filter taps, from a file "
-            "of 16 bytes, over what a file of that size may decode to under max_decoded_bytes (192 MiB, or 2048 "
-            "bytes per byte of the file; a decompression bomb?); pass max_decoded_bytes=None to decode it")):
-        check_header((241, 786417), "L", None, default, file_bytes=16)
+            "image of 241x786297 decodes to 189497577 bytes, and 12615456 bytes of resize filter taps and working "
+            "rows, from a file of 16 bytes, over what a file of that size may decode to under max_decoded_bytes "
+            "(192 MiB, or 2048 bytes per byte of the file; a decompression bomb?); pass max_decoded_bytes=None to "
+            "decode it")):
+        check_header((241, 786297), "L", None, default, file_bytes=16)
+    # a few rows of many columns: their working rows take it over (12 KB, 944 MiB before)
+    with pytest.raises(kimi_k3_rs.ImageTooLargeError, match=re.escape(
+            "image of 6291448x16 decodes to 100663168 bytes, and 905968768 bytes")):
+        check_header((6_291_448, 16), "P", None, default, file_bytes=12_328)
     check_header((4097, 8192), "RGB", None, default)  # not an encoded file: no size rule
     check_header((4097, 8192), "RGB", None, None, file_bytes=1)
     size = floor // 2048 + 1000  # a file over 64 KiB: 2048 bytes a byte
-    check_header((2031, size), "L", None, default, file_bytes=size)
+    check_header((2029, size), "L", None, default, file_bytes=size)
     with pytest.raises(kimi_k3_rs.ImageTooLargeError, match="from a file of"):
-        check_header((2032, size), "L", None, default, file_bytes=size)
+        check_header((2030, size), "L", None, default, file_bytes=size)
     with pytest.raises(kimi_k3_rs.ImageTooLargeError, match=r"over max_decoded_bytes=1000 "):
         check_header((100, 11), "L", None, 1000, file_bytes=10**9)
     check_header((5000, 5000), "RGBA", None, default, 2, file_bytes=1)  # 2 copies of 100 MB
@@ -1172,8 +1191,8 @@ def test_decoded_bytes_are_bounded_by_the_file_size():
     # through preprocess: a 35 KB PNG of 12000000x1 RGB decodes with the check off
     png = _blank_png(12_000_000, 8, 2, 1)
     with pytest.raises(kimi_k3_rs.ImageTooLargeError, match=re.escape(
-            "image 0: image of 12000000x1 decodes to 48000000 bytes, and 192000016 bytes of resize filter taps, from a "
-            f"file of {len(png)} bytes, over")):
+            "image 0: image of 12000000x1 decodes to 48000000 bytes, and 1728000016 bytes of resize filter taps and "
+            f"working rows, from a file of {len(png)} bytes, over")):
         kimi_k3_rs.preprocess(png, K25)
     assert kimi_k3_rs.preprocess(png, K25, max_decoded_bytes=None)["grid_thws"].tolist() == [[1, 2, 512]]
 

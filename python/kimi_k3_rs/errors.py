@@ -237,11 +237,12 @@ def too_many_decoded_bytes(width: int, height: int, nbytes: int, max_decoded_byt
     )
 
 
-def decodes_beyond_its_size(width: int, height: int, nbytes: int, taps: int, file_bytes: int) -> ImageTooLargeError:
-    """An encoded file decodes to more than its size allows, with its resize's ``taps``
-    bytes of filter taps (``kimi_k3_rs._input.encoded.check_header``)."""
+def decodes_beyond_its_size(width: int, height: int, nbytes: int, resize: int, file_bytes: int) -> ImageTooLargeError:
+    """An encoded file decodes to more than its size allows, with its resize's ``resize``
+    bytes of filter taps and working rows (``kimi_k3_rs._input.encoded.check_header``)."""
     return ImageTooLargeError(
-        f"image of {width}x{height} decodes to {nbytes} bytes, and {taps} bytes of resize filter taps, "
+        f"image of {width}x{height} decodes to {nbytes} bytes, and {resize} bytes of resize filter taps and "
+        "working rows, "
         f"from a file of {file_bytes} bytes, over what a file of that size may decode to under "
         "max_decoded_bytes (192 MiB, or 2048 bytes per byte of the file; a decompression bomb?); "
         "pass max_decoded_bytes=None to decode it"

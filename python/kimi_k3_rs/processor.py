@@ -145,7 +145,8 @@ def preprocess(
             Pillow's decoders written in Python), before decoding, on the native and
             the Pillow path alike (default 1 GiB); and, within it, inputs that decode
             to more than their file's size allows, with 16 bytes of resize filter taps
-            per pixel of width and height: 192 MiB, or 2,048 bytes per byte of the
+            per pixel of width and height and 128 of working rows per pixel of width:
+            192 MiB, or 2,048 bytes per byte of the
             file where that is more (photos decode to 10 to 100 times their size;
             decompression bombs to thousands). None turns both checks off.
         allowed_formats: the Pillow format names (``"JPEG"``, ``"PNG"``, ...) encoded

@@ -110,6 +110,14 @@ _DECODED_BYTES_PER_FILE_BYTE = 2048
 #: 25,000,000x1 decodes to 75 MB and its taps take 400 MB.
 _TAP_BYTES_PER_SIDE_PIXEL = 16
 
+#: Bytes of working rows the resize holds per pixel of the input's width, counted with
+#: its taps: the horizontal pass reads 16 whole rows at once (it transposes them in
+#: tiles), of up to 4 bytes a pixel (a conversion to ``RGBA`` for compositing), held
+#: twice (Pillow's converted band, and the core's copy). Nothing beside the pixels of a
+#: photo, the bulk of a very wide file of a few rows: a 12 KB palette PNG with ``tRNS``
+#: of 6,291,448x16 decodes to 101 MB, and its working rows took 806 MB.
+_ROW_BYTES_PER_WIDTH_PIXEL = 128
+
 
 def _decoders(image: Image.Image) -> set[str]:
     """The names of the decoders Pillow will run to load the opened ``image`` (its tiles'
@@ -139,7 +147,8 @@ def check_header(
     (``width * height *`` Pillow's bytes per pixel of ``mode``, times the ``copies``
     of the decoded image its decoder holds, :func:`_decoded_copies`), or, for a file of
     ``file_bytes`` bytes, to more than its size allows with its resize's filter taps
-    (:data:`_TAP_BYTES_PER_SIDE_PIXEL` per pixel of width and height):
+    and working rows (:data:`_TAP_BYTES_PER_SIDE_PIXEL` per pixel of width and height,
+    :data:`_ROW_BYTES_PER_WIDTH_PIXEL` more per pixel of width):
     :data:`_DECODED_BYTES_FLOOR` (192 MiB), or :data:`_DECODED_BYTES_PER_FILE_BYTE`
     (2048) bytes per byte of the file where that is more. None turns the pixel check
     off, and both byte checks. The one check of every decode path, native or Pillow."""
@@ -150,9 +159,9 @@ def check_header(
     nbytes = width * height * _PILLOW_PIXEL_BYTES.get(mode, 4) * copies
     if nbytes > max_decoded_bytes:
         raise errors.too_many_decoded_bytes(width, height, nbytes, max_decoded_bytes)
-    taps = _TAP_BYTES_PER_SIDE_PIXEL * (width + height)
-    if file_bytes is not None and nbytes + taps > max(_DECODED_BYTES_FLOOR, _DECODED_BYTES_PER_FILE_BYTE * file_bytes):
-        raise errors.decodes_beyond_its_size(width, height, nbytes, taps, file_bytes)
+    resize = _TAP_BYTES_PER_SIDE_PIXEL * (width + height) + _ROW_BYTES_PER_WIDTH_PIXEL * width
+    if file_bytes is not None and nbytes + resize > max(_DECODED_BYTES_FLOOR, _DECODED_BYTES_PER_FILE_BYTE * file_bytes):
+        raise errors.decodes_beyond_its_size(width, height, nbytes, resize, file_bytes)
 
 
 #: The ``max_image_pixels`` of the input this thread (or task) is opening or decoding;
