@@ -314,7 +314,7 @@ fn scan_work(
         passes: passes(first),
     };
     while let Some(rest) = data.get(pos..) {
-        let Some(i) = find_ff(rest) else {
+        let Some(i) = memchr::memchr(0xFF, rest) else {
             break;
         };
         let at = pos + i;
@@ -343,26 +343,6 @@ fn scan_work(
         }
     }
     Ok(scans)
-}
-
-/// The index of the first `0xFF` byte of `bytes`: eight bytes a step (a word
-/// holds one where its complement holds a zero byte), as entropy-coded data
-/// has one in about 256 and the walk passes over all of it.
-fn find_ff(bytes: &[u8]) -> Option<usize> {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
-    let words = bytes.chunks_exact(8);
-    let tail = words.remainder();
-    for (k, chunk) in words.enumerate() {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(chunk);
-        let x = !u64::from_ne_bytes(word);
-        if x.wrapping_sub(ONES) & !x & HIGHS != 0 {
-            return chunk.iter().position(|&b| b == 0xFF).map(|i| 8 * k + i);
-        }
-    }
-    let start = bytes.len() - tail.len();
-    tail.iter().position(|&b| b == 0xFF).map(|i| start + i)
 }
 
 /// The JPEG cost model's bounds, against the file's `bytes`:

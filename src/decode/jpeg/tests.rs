@@ -267,21 +267,6 @@ fn grey_scans(side: u16, scans: usize, bytes: usize) -> Vec<u8> {
 }
 
 #[test]
-fn find_ff_finds_the_first_ff_at_any_offset() {
-    for len in 0..40 {
-        assert_eq!(find_ff(&vec![0xFE; len]), None);
-        for at in 0..len {
-            let mut bytes = vec![0x7F; len];
-            bytes[at] = 0xFF;
-            if at + 3 < len {
-                bytes[at + 3] = 0xFF;
-            }
-            assert_eq!(find_ff(&bytes), Some(at), "{len} {at}");
-        }
-    }
-}
-
-#[test]
 fn blocks_per_component_as_libjpeg_counts_them() {
     let frame = |width, height, sampling: &[(u8, u8)]| {
         let mut components = [Component::default(); 4];
