@@ -297,9 +297,9 @@ def capture_native(monkeypatch):
     seen = []
     original = processor_module._native.preprocess
 
-    def spy(arrays, *args, **kwargs):
-        seen.extend(arrays)
-        return original(arrays, *args, **kwargs)
+    def spy(items, *args, **kwargs):
+        seen.extend(pixels for item in items for pixels in item.pixels)
+        return original(items, *args, **kwargs)
 
     monkeypatch.setattr(processor_module._native, "preprocess", spy)
     return seen

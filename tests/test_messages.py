@@ -143,7 +143,7 @@ ARRAY_ROWS = [
 @pytest.mark.parametrize("array,cls,text", ARRAY_ROWS, ids=[r[2][:40] for r in ARRAY_ROWS])
 def test_arrays(array, cls, text):
     raises(lambda: kimi_k3_rs.preprocess([array], K25), cls, text)
-    raises(lambda: _native.preprocess([array], NATIVE_CFG, NATIVE_OPTS), cls, text)
+    raises(lambda: _native.preprocess([_native.BatchItem.image(array, 0)], NATIVE_CFG, NATIVE_OPTS), cls, text)
     # sizing alone (the deferred flow) checks arrays with the same words
     lone = text.removeprefix("image 0: ")
     raises(lambda: _native.image_size(array), cls, lone)
@@ -154,7 +154,22 @@ def test_tensor_channels_match_the_array_rule():
     """A torch HWC tensor is checked in Python (torch's layout rule); same words as the core."""
     text = "Unsupported Kimi-K3 image channel count: 6"
     raises(lambda: kimi_k3_rs.preprocess([FakeTensor(np.zeros((5, 5, 6), np.uint8))], K25), ValueError, text)
-    raises(lambda: _native.preprocess([np.zeros((5, 5, 6), np.uint8)], NATIVE_CFG, NATIVE_OPTS), ValueError, text)
+    raises(lambda: _native.preprocess([_native.BatchItem.image(np.zeros((5, 5, 6), np.uint8), 0)], NATIVE_CFG, NATIVE_OPTS), ValueError, text)
+
+
+def test_batch_items_name_their_errors():
+    """A native batch item carries the number its errors give it, a chunk's frames included."""
+    bad = np.zeros((2, 2, 2, 2), np.uint8)
+    items = [_native.BatchItem.image(IMAGE, 0), _native.BatchItem.video_chunk([IMAGE, bad], 7)]
+    raises(lambda: _native.preprocess(items, NATIVE_CFG, NATIVE_OPTS), kimi_k3_rs.ImageError,
+           "image 7: expected an HxW or HxWxC uint8 array, got shape (2, 2, 2, 2)")
+    raises(lambda: _native.BatchItem.video_chunk([], 3), kimi_k3_rs.ImageError,
+           "image 3: a video_chunk must have at least 1 frame, got 0")
+    raises(lambda: _native.preprocess([IMAGE], NATIVE_CFG, NATIVE_OPTS), TypeError,
+           "'ndarray' object is not an instance of 'BatchItem'")
+    image, chunk = _native.BatchItem.image(IMAGE, 5, (4, 28, 28, 0, 0)), items[1]
+    assert (image.index, chunk.index) == (5, 7)
+    assert image.pixels[0] is IMAGE and [p is f for p, f in zip(chunk.pixels, [IMAGE, bad])] == [True, True]
 
 
 OUT_ROWS = [
@@ -175,7 +190,7 @@ OUT_ROWS = [
 @pytest.mark.parametrize("out,cls,text", OUT_ROWS, ids=[r[2][:40] for r in OUT_ROWS])
 def test_out(out, cls, text):
     raises(lambda: kimi_k3_rs.preprocess(IMAGE, K25, out=out), cls, text)
-    raises(lambda: _native.preprocess([IMAGE], NATIVE_CFG, NATIVE_OPTS, out=out), cls, text)
+    raises(lambda: _native.preprocess([_native.BatchItem.image(IMAGE, 0)], NATIVE_CFG, NATIVE_OPTS, out=out), cls, text)
 
 
 @pytest.mark.parametrize("size,text", [
@@ -198,7 +213,7 @@ def test_sizes_shape_and_side_limit():
     wide = np.zeros((100, 10000, 3), np.uint8)
     raises(lambda: kimi_k3_rs.preprocess(wide, odd), kimi_k3_rs.KimiK3Error, text)
     native_odd = native_config(patch_limit_on_one_side=511)
-    raises(lambda: _native.preprocess([wide], native_odd, NATIVE_OPTS), kimi_k3_rs.KimiK3Error, text)
+    raises(lambda: _native.preprocess([_native.BatchItem.image(wide, 0)], native_odd, NATIVE_OPTS), kimi_k3_rs.KimiK3Error, text)
     raises(lambda: _native.navit_resize_config(10000, 100, native_odd), kimi_k3_rs.KimiK3Error, text)
 
 

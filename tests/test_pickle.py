@@ -63,6 +63,10 @@ def images():
             noise_array(90, 40, "L", 3)]
 
 
+def items():
+    return [_native.BatchItem.image(image, k) for k, image in enumerate(images())]
+
+
 def native_attrs(native_cfg):
     names = ("patch_size", "merge_kernel_size", "in_patch_limit", "patch_limit_on_one_side", "image_mean",
              "image_std", "fixed_output_tokens", "transparent_bg_config", "transparent_bg_fill_stage")
@@ -73,11 +77,11 @@ def native_attrs(native_cfg):
 def test_native_media_proc_config(name):
     native = kimi_k3_rs.MediaProcConfig.from_dict(CONFIGS[name]).native
     options = _native.Options("13", "float32", 1)
-    want_pv, want_grid = _native.preprocess(images(), native, options)
+    want_pv, want_grid = _native.preprocess(items(), native, options)
     for how, copied in round_trips(native):
         assert type(copied) is _native.MediaProcConfig, how
         assert native_attrs(copied) == native_attrs(native), how
-        pv, grid = _native.preprocess(images(), copied, options)
+        pv, grid = _native.preprocess(items(), copied, options)
         assert_bit_equal(grid, want_grid, f"{how}: grid_thws")
         assert_bit_equal(pv, want_pv, f"{how}: pixel_values")
 
@@ -86,11 +90,11 @@ def test_native_media_proc_config(name):
 def test_native_options(args):
     options = _native.Options(*args)
     native = kimi_k3_rs.MediaProcConfig.from_dict(CONFIGS["k3"]).native
-    want = _native.preprocess(images(), native, options)[0]
+    want = _native.preprocess(items(), native, options)[0]
     for how, copied in round_trips(options):
         assert type(copied) is _native.Options, how
         assert (copied.pillow_compat, copied.dtype, copied.num_threads) == args, how
-        assert_bit_equal(_native.preprocess(images(), native, copied)[0].view(np.uint16), want.view(np.uint16), how)
+        assert_bit_equal(_native.preprocess(items(), native, copied)[0].view(np.uint16), want.view(np.uint16), how)
 
 
 @pytest.mark.parametrize("name", CONFIGS)

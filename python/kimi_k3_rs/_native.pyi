@@ -5,12 +5,14 @@ Rust core's glue: extract and borrow, run with the GIL released, wrap.
 """
 
 import os
+from collections.abc import Sequence
 from typing import Any, final
 
 import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "BatchItem",
     "ConfigError",
     "EncodedImage",
     "ImageError",
@@ -189,15 +191,36 @@ def pil_rows(image: Any, /, convert: str | None = None) -> PillowRows:
     bytes). ImageError when the bands' mode is not an 8-bit one (L, LA, La, PA, RGB, YCbCr,
     HSV, LAB, RGBA, CMYK, RGBX, RGBa). ``image`` must stay open while the rows are read."""
 
+@final
+class BatchItem:
+    """One item of a ``preprocess`` batch (``kimi_k3_rs._input.load_batch`` builds them): an
+    image or a K2.5 video chunk, and ``index``, the number errors give it (``image {index}: ...``)."""
+
+    @staticmethod
+    def image(
+        pixels: npt.NDArray[Any] | EncodedImage | PillowRows,
+        index: int,
+        /,
+        resized: tuple[int, int, int, int, int] | None = None,
+    ) -> BatchItem:
+        """An image: a uint8 HxW / HxWxC array (checked by ``preprocess``), an EncodedImage or a
+        PillowRows; ``resized``: the (num_tokens, new_width, new_height, pad_width, pad_height) of
+        the original image that the pixels were already resized to (not computed again)."""
+    @staticmethod
+    def video_chunk(frames: Sequence[npt.NDArray[Any] | EncodedImage | PillowRows], index: int, /) -> BatchItem:
+        """A video chunk: one grid [len(frames), gh, gw], sized from frame 0. ImageError for no frames."""
+    @property
+    def index(self) -> int: ...
+    @property
+    def pixels(self) -> list[npt.NDArray[Any] | EncodedImage | PillowRows]:
+        """The image's pixels, or the chunk's frames in order."""
+
 def preprocess(
-    images: list[npt.NDArray[Any] | EncodedImage | PillowRows],
+    items: list[BatchItem],
     config: MediaProcConfig,
     options: Options,
     *,
-    resized: list[tuple[int, int, int, int, int] | None] | None = None,
     out: npt.NDArray[Any] | None = None,
-    indices: list[int] | None = None,
-    chunks: list[tuple[int, int]] | None = None,
 ) -> tuple[npt.NDArray[Any], npt.NDArray[np.int64]]:
     """(pixel_values [N, 3, ps, ps] float32, or uint16 bits of bfloat16/float16; grid_thws int64 [n, 3])."""
 

@@ -30,8 +30,6 @@ def run_batch(
 
     ``indices``: the numbers errors give the images (their batch positions by default).
     """
-    batch = load_batch(images, cfg, opts, indices)
-    pixel_values, grid_thws = _native.preprocess(
-        batch.arrays, cfg.native, opts.native, resized=batch.resized, out=out, indices=batch.names, chunks=batch.chunks
-    )
+    items = load_batch(images, cfg, opts, indices)
+    pixel_values, grid_thws = _native.preprocess(items, cfg.native, opts.native, out=out)
     return (out if out is not None else from_native(pixel_values, opts.dtype)), grid_thws

@@ -11,8 +11,6 @@ use numpy::{
 use numpy::{PyReadonlyArrayDyn, PyReadwriteArrayDyn};
 use pyo3::prelude::*;
 
-use super::arrow::PillowRows;
-use super::decode::PyEncodedImage;
 use super::errors::{abbreviate_value, at_image, to_py_err, BindingError};
 use super::pool::{self, OutputMemory};
 use crate::error::KimiError;
@@ -49,43 +47,24 @@ fn check_out_dtype(dtype: OutputDtype, dtype_name: &str) -> Result<(), KimiError
     })
 }
 
-/// How errors name the images of a call.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Names<'a> {
-    /// A lone image: errors carry no index.
-    Lone,
-    /// Image `k` of a batch is `image {names[k]}` (its position in the caller's
-    /// batch), or `image {k}` without names.
-    Batch(Option<&'a [usize]>),
-}
-
-impl Names<'_> {
-    /// The number errors give image `k`.
-    pub(crate) fn index(self, k: usize) -> usize {
-        match self {
-            Names::Lone => k,
-            Names::Batch(names) => names.and_then(|n| n.get(k).copied()).unwrap_or(k),
-        }
-    }
-
-    /// `err` raised for image `k`.
-    pub(crate) fn error(self, k: usize, err: impl Into<BindingError>) -> PyErr {
-        match self {
-            Names::Lone => to_py_err(err),
-            Names::Batch(_) => at_image(self.index(k), err),
-        }
+/// `err` raised for the image of a batch that errors give number `name`
+/// (`image {name}: ...`), or for a lone image (`None`: no index).
+fn named(name: Option<usize>, err: impl Into<BindingError>) -> PyErr {
+    match name {
+        None => to_py_err(err),
+        Some(index) => at_image(index, err),
     }
 }
 
-/// A read-only borrow of one uint8 `HxW` / `HxWxC` array, image `k` of `names`.
-fn borrow_array<'py>(
-    k: usize,
+/// A read-only borrow of one uint8 `HxW` / `HxWxC` array, errors naming it
+/// `name` ([`named`]).
+pub(crate) fn borrow_array<'py>(
     image: &Bound<'py, PyAny>,
-    names: Names<'_>,
+    name: Option<usize>,
 ) -> PyResult<PyReadonlyArrayDyn<'py, u8>> {
     let array = image.cast::<PyUntypedArray>().map_err(|_| {
-        names.error(
-            k,
+        named(
+            name,
             BindingError::NotAnArray {
                 what: "the image".to_owned(),
                 got: abbreviate_value(image),
@@ -94,15 +73,15 @@ fn borrow_array<'py>(
     })?;
     let typed = array.cast::<PyArrayDyn<u8>>().map_err(|_| {
         let dtype = crate::error::abbreviate(&dtype_name(array));
-        names.error(k, BindingError::PixelDtype(dtype))
+        named(name, BindingError::PixelDtype(dtype))
     })?;
     if !matches!(array.ndim(), 2 | 3) {
         let shape = crate::error::py_tuple(array.shape());
-        return Err(names.error(k, BindingError::ImageShape { shape }));
+        return Err(named(name, BindingError::ImageShape { shape }));
     }
     typed.try_readonly().map_err(|e| {
-        names.error(
-            k,
+        named(
+            name,
             BindingError::Busy {
                 what: "the array".to_owned(),
                 reason: e.to_string(),
@@ -111,51 +90,38 @@ fn borrow_array<'py>(
     })
 }
 
-/// Read-only borrows of a batch of uint8 `HxW` / `HxWxC` arrays.
-pub(crate) fn borrow_images<'py>(
-    images: &[Bound<'py, PyAny>],
-    names: Names<'_>,
-) -> PyResult<Vec<PyReadonlyArrayDyn<'py, u8>>> {
-    images
-        .iter()
-        .enumerate()
-        .map(|(k, image)| borrow_array(k, image, names))
-        .collect()
-}
-
 /// `(height, width, channels)` of a 2-D (`HxW`, one channel) or 3-D shape
-/// ([`borrow_images`] admits no other).
+/// ([`borrow_array`] admits no other).
 pub(crate) fn hwc(shape: &[usize]) -> (usize, usize, usize) {
     match *shape {
         [h, w] => (h, w, 1),
         [h, w, c] => (h, w, c),
-        _ => unreachable!("borrow_images admits 2-D and 3-D arrays only"),
+        _ => unreachable!("borrow_array admits 2-D and 3-D arrays only"),
     }
 }
 
-/// The core view of borrowed array `k` (no copy); the `RGB` view `a[..., :3]`
-/// of 4-byte pixels (not C-contiguous: Pillow's `RGB` memory from
-/// `_native.pil_pixels`, an `RGBX` / `RGBA` array) becomes a view of those
-/// 4-byte pixels ([`rgb_of_four_byte_pixels`]).
-fn array_view<'a>(
-    k: usize,
+/// The core view of a borrowed array (no copy), errors naming it `name`; the
+/// `RGB` view `a[..., :3]` of 4-byte pixels (not C-contiguous: Pillow's `RGB`
+/// memory from `_native.pil_pixels`, an `RGBX` / `RGBA` array) becomes a view
+/// of those 4-byte pixels ([`rgb_of_four_byte_pixels`]).
+pub(crate) fn array_view<'a>(
     array: &'a PyReadonlyArrayDyn<'_, u8>,
-    names: Names<'_>,
+    name: Option<usize>,
 ) -> PyResult<ImageView<'a>> {
     let (height, width, channels) = hwc(array.shape());
     let Ok(data) = array.as_slice() else {
         return rgb_of_four_byte_pixels(array.as_untyped())
-            .map(|view| view.map_err(|e| names.error(k, e)))
+            .map(|view| view.map_err(|e| named(name, e)))
             .unwrap_or_else(|| {
-                Err(names.error(
-                    k,
+                Err(named(
+                    name,
                     BindingError::NotContiguous {
                         what: "the array".to_owned(),
                     },
                 ))
             });
     };
-    ImageView::new(data, width, height, channels).map_err(|e| names.error(k, e))
+    ImageView::new(data, width, height, channels).map_err(|e| named(name, e))
 }
 
 /// The core view of `array` when it is `a[..., :3]` of a C-contiguous uint8
@@ -189,80 +155,6 @@ fn rgb_of_four_byte_pixels<'a>(
     // borrowed for `'a`; the borrow of `array` covers the same memory.
     let bytes: &'a [u8] = unsafe { std::slice::from_raw_parts(data.cast::<u8>(), h * w * 4) };
     Some(ImageView::with_stride(bytes, w, h, 3, 4))
-}
-
-/// Core views of borrowed arrays (no copy).
-pub(crate) fn image_views<'a>(
-    arrays: &'a [PyReadonlyArrayDyn<'_, u8>],
-    names: Names<'_>,
-) -> PyResult<Vec<ImageView<'a>>> {
-    arrays
-        .iter()
-        .enumerate()
-        .map(|(k, array)| array_view(k, array, names))
-        .collect()
-}
-
-/// One image of a `preprocess` batch: a borrowed array, or an encoded file
-/// routed to the native decoders.
-pub(crate) enum Borrowed<'py> {
-    /// A uint8 `HxW` / `HxWxC` array.
-    Array(PyReadonlyArrayDyn<'py, u8>),
-    /// An encoded file (its bytes are immutable).
-    Encoded(Bound<'py, PyEncodedImage>),
-    /// A PIL image read band by band.
-    Rows(Bound<'py, PillowRows>),
-}
-
-/// Borrow a `preprocess` batch: arrays, `EncodedImage`s and `PillowRows`.
-pub(crate) fn borrow_batch<'py>(
-    images: &[Bound<'py, PyAny>],
-    names: Names<'_>,
-) -> PyResult<Vec<Borrowed<'py>>> {
-    images
-        .iter()
-        .enumerate()
-        .map(|(k, image)| {
-            if let Ok(encoded) = image.cast::<PyEncodedImage>() {
-                Ok(Borrowed::Encoded(encoded.clone()))
-            } else if let Ok(rows) = image.cast::<PillowRows>() {
-                Ok(Borrowed::Rows(rows.clone()))
-            } else {
-                borrow_array(k, image, names).map(Borrowed::Array)
-            }
-        })
-        .collect()
-}
-
-/// The `KeyboardInterrupt` (or other non-`Exception`) that reading the rows
-/// of one of `images` met, if any (taken: it is raised once).
-pub(crate) fn interrupt(images: &[Borrowed<'_>]) -> Option<PyErr> {
-    images.iter().find_map(|image| match image {
-        Borrowed::Rows(rows) => rows.get().take_interrupt(),
-        _ => None,
-    })
-}
-
-/// Core views of a borrowed batch (no copy: an encoded file is decoded, and
-/// a `PillowRows` read band by band, when the pipeline runs it).
-pub(crate) fn batch_views<'a>(
-    py: Python<'_>,
-    images: &'a [Borrowed<'_>],
-    names: Names<'_>,
-) -> PyResult<Vec<ImageView<'a>>> {
-    images
-        .iter()
-        .enumerate()
-        .map(|(k, image)| match image {
-            Borrowed::Array(array) => array_view(k, array, names),
-            Borrowed::Encoded(encoded) => {
-                let encoded = encoded.get();
-                ImageView::encoded(encoded.data.as_bytes(py), encoded.header)
-                    .map_err(|e| names.error(k, e))
-            }
-            Borrowed::Rows(rows) => rows.get().view().map_err(|e| names.error(k, e)),
-        })
-        .collect()
 }
 
 /// A borrowed `out=` array: the element type that `dtype` writes.

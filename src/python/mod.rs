@@ -14,6 +14,7 @@ mod borrow;
 mod config;
 mod decode;
 mod errors;
+mod item;
 mod pool;
 
 use numpy::ndarray::Array2;
@@ -23,9 +24,10 @@ use numpy::{
 use pyo3::prelude::*;
 
 use arrow::PillowRows;
-use borrow::{batch_views, borrow_batch, borrow_images, borrow_out, image_views, Names, OutArray};
+use borrow::{array_view, borrow_array, borrow_out, OutArray};
 use config::PyMediaProcConfig;
 use errors::{at_image, to_py_err, BindingError};
+use item::{borrow_items, PyBatchItem};
 
 use crate::config::PillowCompat;
 use crate::error::KimiError;
@@ -257,58 +259,19 @@ fn count_video_chunk_tokens<'py>(
     Ok(counts.into_pyarray(py))
 }
 
-/// Preprocess uint8 `HxW` / `HxWxC` arrays: `(pixel_values, grid_thws)`.
-///
-/// `resized[k]`, when not None, is the sizing `(num_tokens, new_width,
-/// new_height, pad_width, pad_height)` the caller computed for image `k` and
-/// already resized it to (own-mode resize): it is not computed again.
-/// `indices[k]`, when given, is the number errors give image `k` (its position
-/// in the caller's batch). `chunks`, when given, lists `(first, num_frames)`:
-/// arrays `first..first + num_frames` are the frames of one video chunk (one
-/// item, one grid `[num_frames, gh, gw]`).
+/// Preprocess a batch of [`PyBatchItem`]s (`load_batch`'s): `(pixel_values,
+/// grid_thws)`.
 #[pyfunction]
-#[pyo3(signature = (images, config, options, *, resized=None, out=None, indices=None, chunks=None))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (items, config, options, *, out=None))]
 fn preprocess<'py>(
     py: Python<'py>,
-    images: Vec<Bound<'py, PyAny>>,
+    items: Vec<Bound<'py, PyBatchItem>>,
     config: &PyMediaProcConfig,
     options: &PyOptions,
-    resized: Option<Vec<Option<ResizeTuple>>>,
     out: Option<Bound<'py, PyAny>>,
-    indices: Option<Vec<usize>>,
-    chunks: Option<Vec<(usize, usize)>>,
 ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray2<i64>>)> {
-    let names = Names::Batch(indices.as_deref());
-    let borrowed = borrow_batch(&images, names)?;
-    let mut views = batch_views(py, &borrowed, names)?;
-    if let Some(resized) = resized {
-        if resized.len() != views.len() {
-            return Err(to_py_err(BindingError::PerImageLength {
-                what: "resized",
-                len: resized.len(),
-                images: views.len(),
-            }));
-        }
-        for (view, sizing) in views.iter_mut().zip(resized) {
-            if let Some((num_tokens, new_width, new_height, pad_width, pad_height)) = sizing {
-                *view = view.pre_resized(ResizeConfig {
-                    num_tokens,
-                    new_width,
-                    new_height,
-                    pad_width,
-                    pad_height,
-                });
-            }
-        }
-    }
-    for (first, frames) in chunks.unwrap_or_default() {
-        let end = views.len();
-        let view = views
-            .get_mut(first)
-            .ok_or_else(|| to_py_err(KimiError::ChunkLayout { first, frames, end }))?;
-        *view = view.video_chunk(frames);
-    }
+    let borrowed = borrow_items(py, &items)?;
+    let views = borrowed.views(py)?;
     let (cfg, opts) = (&config.inner, &options.inner);
     let plan = plan_batch(&views, cfg).map_err(to_py_err)?;
     // A new output: large ones on pooled, huge-page memory (an output freed by
@@ -320,7 +283,7 @@ fn preprocess<'py>(
             // would fail the borrow as if another call held it.
             if let Some(index) = borrow::out_overlap(&out, &views)? {
                 return Err(to_py_err(KimiError::OutOverlap {
-                    index: names.index(index),
+                    index: borrowed.index(index),
                 }));
             }
             out
@@ -352,13 +315,13 @@ fn preprocess<'py>(
     }
     .map_err(|e| {
         // A Ctrl-C met while a PIL image's rows were read is raised as it is.
-        if let Some(interrupt) = borrow::interrupt(&borrowed) {
+        if let Some(interrupt) = borrowed.interrupt() {
             return interrupt;
         }
         match e {
-            KimiError::AtImage { index, error } => names.error(index, *error),
+            KimiError::AtImage { index, error } => at_image(borrowed.index(index), *error),
             KimiError::OutOverlap { index } => to_py_err(KimiError::OutOverlap {
-                index: names.index(index),
+                index: borrowed.index(index),
             }),
             e => to_py_err(e),
         }
@@ -379,16 +342,17 @@ fn resize_bicubic<'py>(
     options: &PyOptions,
 ) -> PyResult<Bound<'py, PyAny>> {
     let rows = image.cast::<PillowRows>().ok();
-    let arrays = match rows {
-        Some(_) => Vec::new(),
-        None => borrow_images(std::slice::from_ref(&image), Names::Lone)?,
+    let array = match rows {
+        Some(_) => None,
+        None => Some(borrow_array(&image, None)?),
     };
-    let (view, three_d): (ImageView<'_>, bool) = match rows {
-        Some(rows) => {
+    let (view, three_d): (ImageView<'_>, bool) = match (rows, &array) {
+        (Some(rows), _) => {
             let rows = rows.get();
             (rows.view().map_err(to_py_err)?, rows.channels > 1)
         }
-        None => (image_views(&arrays, Names::Lone)?[0], arrays[0].ndim() == 3),
+        (None, Some(array)) => (array_view(array, None)?, array.ndim() == 3),
+        (None, None) => unreachable!("an image that is not a PillowRows is borrowed"),
     };
     let compat = options.inner.compat();
     let resized = py
@@ -437,8 +401,8 @@ fn composite<'py>(
     image: Bound<'py, PyAny>,
     config: &PyMediaProcConfig,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let arrays = borrow_images(std::slice::from_ref(&image), Names::Lone)?;
-    let view: ImageView<'_> = image_views(&arrays, Names::Lone)?[0];
+    let array = borrow_array(&image, None)?;
+    let view = array_view(&array, None)?;
     let composited = py
         .detach(|| crate::composite::composite_view(&view, &config.inner))
         .map_err(to_py_err)?;
@@ -451,8 +415,8 @@ fn composite<'py>(
 #[pyfunction]
 #[pyo3(signature = (image, /))]
 fn image_size(image: Bound<'_, PyAny>) -> PyResult<(usize, usize)> {
-    let arrays = borrow_images(std::slice::from_ref(&image), Names::Lone)?;
-    let (height, width, channels) = borrow::hwc(arrays[0].shape());
+    let array = borrow_array(&image, None)?;
+    let (height, width, channels) = borrow::hwc(array.shape());
     crate::image::check_shape(width, height, channels).map_err(to_py_err)?;
     Ok((width, height))
 }
@@ -494,6 +458,8 @@ mod _native {
     use super::decode::{decode_image, load_libjpeg, route_encoded, PyEncodedImage};
     #[pymodule_export]
     use super::errors::{abbreviate, ConfigError, ImageError, ImageTooLargeError, KimiK3Error};
+    #[pymodule_export]
+    use super::item::PyBatchItem;
     #[pymodule_export]
     use super::{
         composite, count_image_tokens, count_video_chunk_tokens, image_size, navit_resize_config,

@@ -1,7 +1,7 @@
 """Every user input becomes what the core takes, its kind decided once.
 
 The rest of the package uses only the names of this module: :func:`load_batch` (a
-batch to the arrays, encoded files and row sources of one native call),
+batch to the items of one native call: arrays, encoded files and row sources),
 :func:`header_size` (an image's size from its header), :func:`classify` and its
 :class:`Item` / :class:`Kind`, :func:`naming`, and the public names re-exported by
 ``kimi_k3_rs`` (:func:`decode_path`, :data:`DECODE_ENV`, :func:`enable_pillow_zero_copy`).
@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, NamedTuple
+from typing import Any, cast
 
 from .. import _native, errors
 from ..config import MediaProcConfig
@@ -42,7 +42,6 @@ from .pil import (
 
 __all__ = [
     "DECODE_ENV",
-    "Batch",
     "Item",
     "Kind",
     "as_list",
@@ -81,28 +80,15 @@ def naming(index: int) -> Iterator[None]:
         raise errors.at_image(index, errors.unreadable(exc)) from exc
 
 
-class Batch(NamedTuple):
-    """What one native call takes, built by :func:`load_batch`: per image, its pixels
-    (a uint8 array, an encoded file the core decodes, or a row source), its sizing when
-    already resized, and the batch index errors name; the (first image, frames) of
-    every video chunk."""
-
-    arrays: list[Any]
-    resized: list[tuple[int, int, int, int, int] | None]
-    names: list[int]
-    chunks: list[tuple[int, int]]
-
-
-def _load(
-    item: Item, index: int, cfg: MediaProcConfig, opts: CallOptions
-) -> tuple[Any, tuple[int, int, int, int, int] | None]:
+def _load(item: Item, index: int, cfg: MediaProcConfig, opts: CallOptions) -> _native.BatchItem:
     """One input the core cannot decode itself, decoded (Pillow), with its mode steps
-    (:func:`kimi_k3_rs._input.pil.core_pixels`): ``(uint8 array or row source, its sizing if
-    already resized)``."""
+    (:func:`kimi_k3_rs._input.pil.core_pixels`): its uint8 array or row source, with its
+    sizing if already resized."""
     with naming(index), loaded_image(
         item, opts.exif_transpose, opts.max_image_pixels, opts.max_decoded_bytes, opts.allowed_formats
     ) as loaded:
-        return core_pixels(loaded, cfg, opts.native)
+        pixels, resized = core_pixels(loaded, cfg, opts.native)
+    return _native.BatchItem.image(pixels, index, resized)
 
 
 def _routed(item: Item, index: int, opts: CallOptions) -> tuple[Item, _native.EncodedImage | None]:
@@ -120,9 +106,9 @@ def _routed(item: Item, index: int, opts: CallOptions) -> tuple[Item, _native.En
 
 def load_batch(
     images: Sequence[Any], cfg: MediaProcConfig, opts: CallOptions, indices: Sequence[int] | None = None
-) -> Batch:
-    """Load every image (and every frame of a ``video_chunk`` item) for one native call;
-    a chunk's frames are consecutive images there.
+) -> list[_native.BatchItem]:
+    """Load every image (and every frame of a ``video_chunk`` item) for one native call:
+    one :class:`kimi_k3_rs._native.BatchItem` per input, in order.
 
     JPEG and PNG files that the core decodes itself (:mod:`kimi_k3_rs._input.native`)
     stay encoded, and are decoded in the native call, in parallel with the GIL
@@ -135,8 +121,8 @@ def load_batch(
         ImageError: naming the batch index of an image that cannot be read (see
             :func:`naming`); sglang's and the checkpoint's errors as they raise them.
     """
-    batch = Batch([], [], [], [])
-    pending: list[tuple[int, Item, int]] = []  # (image slot, input, index) left to Pillow
+    batch: list[_native.BatchItem | None] = []
+    pending: list[tuple[int, Item, int]] = []  # (batch slot, input, index) left to Pillow
     for position, value in enumerate(images):
         index = position if indices is None else indices[position]
         item = classify(value)
@@ -145,27 +131,26 @@ def load_batch(
         if item.kind is Kind.VIDEO_CHUNK:
             with naming(index):
                 frames = chunk_frames(item.value, cfg)
-            batch.chunks.append((len(batch.arrays), len(frames)))
+            pixels = []
             for frame in frames:
                 with naming(index), loaded_image(
                     Item(kind_of(frame), frame), opts.exif_transpose, opts.max_image_pixels,
                     opts.max_decoded_bytes, opts.allowed_formats,
                 ) as image:
-                    batch.arrays.append(rgb_frame(image))
-                batch.resized.append(None)
-                batch.names.append(index)
+                    pixels.append(rgb_frame(image))
+            batch.append(_native.BatchItem.video_chunk(pixels, index))
             continue
         read, encoded = _routed(item, index, opts)
         if encoded is None:
-            pending.append((len(batch.arrays), read, index))
-        batch.arrays.append(encoded)
-        batch.resized.append(None)
-        batch.names.append(index)
+            pending.append((len(batch), read, index))
+            batch.append(None)
+        else:
+            batch.append(_native.BatchItem.image(encoded, index))
     if opts.num_threads > 1 and len(pending) > 1:
         with ThreadPoolExecutor(min(opts.num_threads, len(pending))) as pool:
             loads = list(pool.map(lambda job: _load(job[1], job[2], cfg, opts), pending))
     else:
         loads = [_load(item, index, cfg, opts) for _, item, index in pending]
-    for (slot, _, _), (array, sizing) in zip(pending, loads):
-        batch.arrays[slot], batch.resized[slot] = array, sizing
-    return batch
+    for (slot, _, _), loaded in zip(pending, loads):
+        batch[slot] = loaded
+    return cast(list[_native.BatchItem], batch)  # every slot filled
