@@ -128,10 +128,10 @@ def navit_resize_config(width: Any, height: Any, config: MediaProcConfig, /) -> 
     """(num_tokens, new_width, new_height, pad_width, pad_height) of one image."""
 
 def size_items(
-    sizes: list[tuple[int, int]], config: MediaProcConfig, /, frames: list[int] | None = None
+    items: list[tuple[int, int, int]], config: MediaProcConfig, /
 ) -> tuple[list[tuple[int, int, int, int, int]], npt.NDArray[np.int64]]:
-    """The sizing of every item (frames[k] 0: an image; else a K2.5 video chunk of that many
-    frames sized from frame 0), and their grid_thws int64 [n, 3]."""
+    """The sizing of every (width, height, frames) item (frames 0: an image; else a K2.5 video
+    chunk of that many frames sized from frame 0), and their grid_thws int64 [n, 3]."""
 
 def count_image_tokens(sizes: npt.NDArray[np.int64], config: MediaProcConfig, /) -> npt.NDArray[np.int64]:
     """num_tokens of every (width, height) row of an int64 [n, 2] array; GIL released."""

@@ -100,12 +100,12 @@ class KimiK3EncoderInputs(ByConstructor):
         hashes = self.content_hashes
         if not (isinstance(hashes, list) and len(hashes) == count):
             raise errors.bad_field(owner, "content_hashes", f"a list of {count} entries (one per item)", hashes)
-        frames = []
-        for index, item in enumerate(self._images):  # 0 for an image, a chunk's frame count
+        items = []  # (width, height, frames): 0 frames for an image, a chunk's frame count
+        for index, ((width, height), item) in enumerate(zip(sizes, self._images)):
             with naming(index):
                 is_chunk = classify(item).kind is Kind.VIDEO_CHUNK
-                frames.append(len(chunk_frames(item, self._config)) if is_chunk else 0)
-        tuples, self.grid_thws = _native.size_items([(w, h) for w, h in sizes], self._config.native, frames)
+                items.append((width, height, len(chunk_frames(item, self._config)) if is_chunk else 0))
+        tuples, self.grid_thws = _native.size_items(items, self._config.native)
         self.resize_configs = [resize_dict(t) for t in tuples]
         self.num_tokens = [r["num_tokens"] for r in self.resize_configs]
 

@@ -101,16 +101,6 @@ pub(crate) enum BindingError {
         /// The shape given.
         shape: String,
     },
-    /// A list that needs one entry per image has another length.
-    #[error("{what} has {len} entries for {images} images")]
-    PerImageLength {
-        /// The list, e.g. `"resized"`.
-        what: &'static str,
-        /// Entries given.
-        len: usize,
-        /// Images in the batch.
-        images: usize,
-    },
     /// A caller's `out=` array is not in the native byte order.
     #[error("out must have the native byte order, got dtype '{0}'")]
     OutByteOrder(String),

@@ -175,31 +175,18 @@ fn navit_resize_config(
         .map_err(to_py_err)
 }
 
-/// The sizing of every item of a request, each named by its index on error:
-/// `([(num_tokens, new_width, new_height, pad_width, pad_height), ...], grid_thws)`
-/// with `grid_thws` int64 `[n, 3]`. `frames[k]` (default 0) is 0 for an image and
-/// the frame count of a K2.5 video chunk sized from its frame 0.
+/// The sizing of every item `(width, height, frames)` of a request, each
+/// named by its index on error: `([(num_tokens, new_width, new_height,
+/// pad_width, pad_height), ...], grid_thws)` with `grid_thws` int64 `[n, 3]`.
+/// `frames` is 0 for an image and the frame count of a K2.5 video chunk sized
+/// from its frame 0.
 #[pyfunction]
-#[pyo3(signature = (sizes, config, /, frames=None))]
+#[pyo3(signature = (items, config, /))]
 fn size_items<'py>(
     py: Python<'py>,
-    sizes: Vec<(u64, u64)>,
+    items: Vec<(u64, u64, u64)>,
     config: &PyMediaProcConfig,
-    frames: Option<Vec<u64>>,
 ) -> PyResult<(Vec<ResizeTuple>, Bound<'py, PyArray2<i64>>)> {
-    let frames = frames.unwrap_or_else(|| vec![0; sizes.len()]);
-    if frames.len() != sizes.len() {
-        return Err(to_py_err(BindingError::PerImageLength {
-            what: "frames",
-            len: frames.len(),
-            images: sizes.len(),
-        }));
-    }
-    let items: Vec<(u64, u64, u64)> = sizes
-        .iter()
-        .zip(&frames)
-        .map(|(&(w, h), &t)| (w, h, t))
-        .collect();
     let sized = geometry::size_items(&items, &config.inner).map_err(|(k, e)| at_image(k, e))?;
     let grids: Vec<[u64; 3]> = sized.iter().map(|(_, g)| *g).collect();
     Ok((
