@@ -185,16 +185,6 @@ pub enum KimiError {
         /// The frame count given.
         frames: i128,
     },
-    /// A video chunk's frames run past the end of the batch, or overlap another chunk.
-    #[error("video_chunk at view {first} has {frames} frames, but the batch has views {first}..{end} for it")]
-    ChunkLayout {
-        /// Index of the chunk's first view.
-        first: usize,
-        /// Frames the chunk claims.
-        frames: usize,
-        /// One past the last view it can have.
-        end: usize,
-    },
     /// A resize target's padding is not the config's for its size.
     #[error("resize target {new_width}x{new_height} needs padding {expected_width}x{expected_height}, got {pad_width}x{pad_height}")]
     TargetPadding {

@@ -2,7 +2,6 @@
 
 use crate::decode::Header;
 use crate::error::KimiError;
-use crate::geometry::ResizeConfig;
 
 /// A borrowed 8-bit image: `height * width * pixel_stride` bytes, row-major, HWC.
 ///
@@ -12,7 +11,10 @@ use crate::geometry::ResizeConfig;
 /// bytes apart with a pad byte the pipeline never reads (`RGBX`, Pillow's own
 /// storage of `RGB`, [`ImageView::with_stride`]). The input of the whole
 /// pipeline ([`crate::preprocess_image`]) and of the pad / normalise / patchify
-/// stage ([`crate::normalize::pad_normalize_patchify`]).
+/// stage ([`crate::normalize::pad_normalize_patchify`]). A view is pixels only:
+/// its place in a batch (sized from its size, already resized, resized to
+/// another image's sizing, or a frame of a video chunk) is its
+/// [`BatchItem`](crate::BatchItem).
 #[derive(Debug, Clone, Copy)]
 pub struct ImageView<'a> {
     pub(crate) data: &'a [u8],
@@ -21,9 +23,6 @@ pub struct ImageView<'a> {
     pub(crate) channels: usize,
     /// Bytes from one pixel to the next: `channels`, or 4 for 3 channels.
     pub(crate) pixel_stride: usize,
-    pub(crate) pre_resized: Option<ResizeConfig>,
-    pub(crate) target: Option<ResizeConfig>,
-    pub(crate) chunk_frames: Option<usize>,
     /// `Some(header)`: `data` is an encoded file, decoded natively when its
     /// pixels are needed ([`ImageView::encoded`]).
     pub(crate) encoded: Option<Header>,
@@ -104,50 +103,6 @@ impl<'a> ImageView<'a> {
         Ok(Self::unchecked(data, width, height, channels, pixel_stride))
     }
 
-    /// Mark the pixels as already resized by the caller (for example by
-    /// Pillow, for a mode this crate does not resize itself) to `resize`, the
-    /// sizing of the original image ([`crate::navit_resize_config`] of its size).
-    ///
-    /// The pipeline then takes that sizing as it is, without sizing the image
-    /// again: the view must be `new_width x new_height`, the padding must be the
-    /// config's for that size, the resize step is skipped, and compositing,
-    /// padding and normalisation still run.
-    #[must_use]
-    pub fn pre_resized(mut self, resize: ResizeConfig) -> Self {
-        self.pre_resized = Some(resize);
-        self
-    }
-
-    /// Resize the view to `target`, a sizing computed for another image (frame 0
-    /// of a video chunk, say), whatever the view's own size: Pillow BICUBIC from
-    /// its size to `target.new_width x target.new_height`, up- or down-scaling,
-    /// then `target`'s padding. The pipeline does not size the view itself.
-    ///
-    /// Source: `kimi_k25_vision_processing.py: KimiK25VisionProcessor.preprocess`,
-    /// which resizes every frame of a chunk to the sizing of frame 0.
-    /// [`crate::pipeline::plan`] checks that the padding is the config's for
-    /// that size (`KimiError::TargetPadding`).
-    #[must_use]
-    pub fn resize_to(mut self, target: ResizeConfig) -> Self {
-        self.target = Some(target);
-        self
-    }
-
-    /// Make the view frame 0 of a video chunk of `frames` frames: it and the
-    /// `frames - 1` views after it in the batch form one item, sized once from
-    /// this view's size and `frames` ([`crate::geometry::navit_resize_video_chunk`],
-    /// or this view's [`ImageView::resize_to`] target), every frame resized to
-    /// that sizing; its grid is `[frames, gh, gw]`, its patches frame-major.
-    ///
-    /// Source: `kimi_k25_vision_processing.py: KimiK25VisionProcessor.get_resize_config`
-    /// and `preprocess` for `{"type": "video_chunk"}`. The config must have the
-    /// video keys ([`crate::MediaProcConfig::video`]).
-    #[must_use]
-    pub fn video_chunk(mut self, frames: usize) -> Self {
-        self.chunk_frames = Some(frames);
-        self
-    }
-
     /// An encoded JPEG or PNG file whose [`crate::decode::route`] was
     /// `Route::Native(header)`: the pipeline sizes it from `header` and decodes
     /// it (on the worker that processes it, into a per-thread buffer) only when
@@ -204,8 +159,8 @@ impl<'a> ImageView<'a> {
         Self::unchecked(data, width, height, channels, channels)
     }
 
-    /// The view of `data` with this shape, pixels `pixel_stride` bytes apart, and
-    /// no marks, unchecked.
+    /// The view of `data` with this shape, pixels `pixel_stride` bytes apart,
+    /// unchecked.
     fn unchecked(
         data: &'a [u8],
         width: usize,
@@ -219,9 +174,6 @@ impl<'a> ImageView<'a> {
             height,
             channels,
             pixel_stride,
-            pre_resized: None,
-            target: None,
-            chunk_frames: None,
             encoded: None,
             rows: None,
         }
@@ -308,22 +260,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn accessors_and_pre_resized() {
+    fn accessors() {
         let data = [7u8; 5 * 3 * 2];
         let view = ImageView::new(&data, 5, 3, 2).unwrap();
         assert_eq!((view.width(), view.height(), view.channels()), (5, 3, 2));
         assert_eq!(view.data().len(), 30);
-        assert_eq!(view.pre_resized, None);
-        let r = ResizeConfig {
-            num_tokens: 1,
-            new_width: 5,
-            new_height: 3,
-            pad_width: 23,
-            pad_height: 25,
-        };
-        assert_eq!(view.pre_resized(r).pre_resized, Some(r));
         let inner = ImageView::from_parts(&data, 3, 5, 2);
-        assert_eq!((inner.width, inner.height, inner.pre_resized), (3, 5, None));
+        assert_eq!((inner.width, inner.height, inner.pixel_stride), (3, 5, 2));
     }
 
     #[test]

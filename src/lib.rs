@@ -30,8 +30,8 @@ pub use geometry::{
 pub use image::{ImageView, RowSource};
 pub use options::{Options, OutputDtype};
 pub use pipeline::{
-    plan_batch, preprocess_batch, preprocess_image, preprocess_into, run_batch, BatchOutput,
-    BatchPlan, OutBuffer, Output, PixelValues, Preprocessed,
+    item_views, plan_batch, preprocess_batch, preprocess_image, preprocess_into, run_batch,
+    BatchItem, BatchOutput, BatchPlan, OutBuffer, Output, PixelValues, Preprocessed,
 };
 
 /// Deterministic test inputs, shared by the unit tests, the integration tests

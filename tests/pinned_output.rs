@@ -16,7 +16,7 @@ use kimi_k3_rs::pipeline::{plan_batch, run_batch_with};
 use kimi_k3_rs::resize::{resize_bicubic, resize_bicubic_with};
 use kimi_k3_rs::simd::{Execution, SimdPath};
 use kimi_k3_rs::test_util::noise;
-use kimi_k3_rs::{preprocess_image, ImageView, MediaProcConfig, PillowCompat};
+use kimi_k3_rs::{preprocess_image, BatchItem, ImageView, MediaProcConfig, PillowCompat};
 
 /// 64-bit FNV-1a.
 fn fnv1a(bytes: impl IntoIterator<Item = u8>) -> u64 {
@@ -149,7 +149,8 @@ fn pipeline_hashes(path: SimdPath) -> BTreeMap<String, u64> {
         .map(|(&(c, w, h), d)| ImageView::new(d, w, h, c).expect("valid view"))
         .collect();
     let run = |views: &[ImageView<'_>], cfg: &MediaProcConfig, compat, threads| {
-        let plan = plan_batch(views, cfg).expect("plannable");
+        let items: Vec<_> = views.iter().copied().map(BatchItem::Image).collect();
+        let plan = plan_batch(&items, cfg).expect("plannable");
         let table = ValueTable::float32(&NormalizeLut::new(cfg.image_mean(), cfg.image_std()));
         let mut values = vec![0f32; plan.total_values()];
         run_batch_with(

@@ -14,7 +14,7 @@ use kimi_k3_rs::normalize::{NormalizeLut, ValueTable};
 use kimi_k3_rs::pipeline::{plan_batch, run_batch_with};
 use kimi_k3_rs::simd::SimdPath;
 use kimi_k3_rs::test_util::noise;
-use kimi_k3_rs::{ImageView, KimiError, MediaProcConfig, PillowCompat, RowSource};
+use kimi_k3_rs::{BatchItem, ImageView, KimiError, MediaProcConfig, PillowCompat, RowSource};
 
 /// Rows of `data` (`row_len` bytes each), counting the most rows one read
 /// asks for, failing reads of rows past `fail_from`.
@@ -41,7 +41,7 @@ impl RowSource for Rows {
 fn run(view: ImageView<'_>, cfg: &MediaProcConfig, threads: usize) -> Result<Vec<u32>, KimiError> {
     let lut = NormalizeLut::new(cfg.image_mean(), cfg.image_std());
     let table = ValueTable::float32(&lut);
-    let plan = plan_batch(&[view], cfg)?;
+    let plan = plan_batch(&[BatchItem::Image(view)], cfg)?;
     let mut out = vec![0f32; plan.total_values()];
     let path = SimdPath::detect();
     run_batch_with(

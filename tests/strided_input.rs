@@ -11,7 +11,9 @@ use kimi_k3_rs::pipeline::{plan_batch, run_batch_with};
 use kimi_k3_rs::resize::vertical_first;
 use kimi_k3_rs::simd::SimdPath;
 use kimi_k3_rs::test_util::noise;
-use kimi_k3_rs::{preprocess_batch, ImageView, KimiError, MediaProcConfig, PillowCompat};
+use kimi_k3_rs::{
+    preprocess_batch, BatchItem, ImageView, KimiError, MediaProcConfig, PillowCompat,
+};
 
 /// The packed RGB bytes of 4-byte pixels.
 fn packed(rgbx: &[u8]) -> Vec<u8> {
@@ -30,7 +32,8 @@ fn run<T: kimi_k3_rs::normalize::OutputValue>(
     threads: usize,
     path: SimdPath,
 ) -> Vec<T> {
-    let plan = plan_batch(views, cfg).unwrap();
+    let items: Vec<_> = views.iter().copied().map(BatchItem::Image).collect();
+    let plan = plan_batch(&items, cfg).unwrap();
     let mut out = vec![T::default(); plan.total_values()];
     run_batch_with(views, &plan, cfg, table, compat, threads, path, &mut out).unwrap();
     out
@@ -99,7 +102,12 @@ fn rgb_in_four_byte_pixels_equals_packed_rgb_everywhere() {
                 }
             }
             // The public one-call entry point, on a batch mixing both layouts.
-            let both = preprocess_batch(&[strided, plain], cfg, PillowCompat::V13).unwrap();
+            let both = preprocess_batch(
+                &[BatchItem::Image(strided), BatchItem::Image(plain)],
+                cfg,
+                PillowCompat::V13,
+            )
+            .unwrap();
             let half = both.pixel_values.len() / 2;
             assert_eq!(both.pixel_values[..half], both.pixel_values[half..]);
         }
@@ -126,7 +134,7 @@ fn a_pre_resized_or_retargeted_strided_view_is_read_at_its_stride() {
     let strided = ImageView::with_stride(&rgbx, w, h, 3, 4).unwrap();
     let plain = ImageView::new(&rgb, w, h, 3).unwrap();
     let pre = |v: ImageView<'_>| {
-        preprocess_batch(&[v.pre_resized(target)], &cfg, PillowCompat::V13)
+        preprocess_batch(&[BatchItem::PreResized(v, target)], &cfg, PillowCompat::V13)
             .unwrap()
             .pixel_values
     };
@@ -136,7 +144,7 @@ fn a_pre_resized_or_retargeted_strided_view_is_read_at_its_stride() {
     let strided = ImageView::with_stride(&rgbx, 300, 200, 3, 4).unwrap();
     let plain = ImageView::new(&rgb, 300, 200, 3).unwrap();
     let to = |v: ImageView<'_>| {
-        preprocess_batch(&[v.resize_to(target)], &cfg, PillowCompat::V13)
+        preprocess_batch(&[BatchItem::ResizedTo(v, target)], &cfg, PillowCompat::V13)
             .unwrap()
             .pixel_values
     };

@@ -6,7 +6,8 @@
 //! `transparent_bg_fill_stage` order of composite and resize) for images held
 //! as 8-bit `L` (1 channel), `LA` (2), `RGB` (3) or `RGBA` (4).
 //!
-//! Laid out by job: `plan.rs` sizes the batch ([`plan_batch`], [`BatchPlan`]);
+//! Laid out by job: `plan.rs` has the items of a batch ([`BatchItem`]) and
+//! sizes them ([`plan_batch`], [`BatchPlan`]);
 //! `schedule.rs` estimates each view's work and decides what runs on the
 //! thread pool; `run.rs` does the pixel work ([`run_batch`], [`run_planned`]);
 //! `output.rs` holds what is written and returned ([`Output`], [`Preprocessed`])
@@ -20,7 +21,7 @@ mod schedule;
 /// Also at its home, `crate::resize::resize_view`.
 pub use crate::resize::resize_view;
 pub use output::{overlapping_image, BatchOutput, OutBuffer, Output, PixelValues, Preprocessed};
-pub use plan::{plan, plan_batch, BatchPlan};
+pub use plan::{item_views, plan, plan_batch, BatchItem, BatchPlan};
 #[cfg(feature = "python")]
 pub(crate) use run::decode_allocation;
 pub use run::{run_batch, run_batch_with, run_planned};
@@ -38,7 +39,7 @@ use crate::options::{Options, OutputDtype};
 /// `grid_thws = stack(per-image grids)`.
 ///
 /// # Arguments
-/// * `images` - the batch; see [`ImageView`].
+/// * `items` - the batch; see [`BatchItem`].
 /// * `config` - the validated `media_proc_cfg`.
 /// * `options` - pass order, output dtype, threads.
 /// * `out` - [`Output::New`], or a caller's buffer of the dtype's element type
@@ -51,13 +52,13 @@ use crate::options::{Options, OutputDtype};
 /// `KimiError::Threads` when the thread pool cannot be started, and
 /// `KimiError::AtImage` for an encoded image that cannot be decoded.
 pub fn preprocess_into(
-    images: &[ImageView<'_>],
+    items: &[BatchItem<'_>],
     config: &MediaProcConfig,
     options: &Options,
     out: Output<'_>,
 ) -> Result<Preprocessed, KimiError> {
-    let plan = plan_batch(images, config)?;
-    run_planned(images, plan, config, options, out)
+    let plan = plan_batch(items, config)?;
+    run_planned(&item_views(items), plan, config, options, out)
 }
 
 /// Preprocess a batch on the calling thread into a new float32 buffer:
@@ -67,19 +68,19 @@ pub fn preprocess_into(
 /// (checkpoint remote code).
 ///
 /// # Arguments
-/// * `images` - the batch; see [`ImageView`].
+/// * `items` - the batch; see [`BatchItem`].
 /// * `cfg` - the validated `media_proc_cfg`.
 /// * `compat` - the Pillow resize pass order to reproduce.
 ///
 /// # Errors
 /// As [`preprocess_into`].
 pub fn preprocess_batch(
-    images: &[ImageView<'_>],
+    items: &[BatchItem<'_>],
     cfg: &MediaProcConfig,
     compat: PillowCompat,
 ) -> Result<BatchOutput, KimiError> {
     let options = Options::new(compat, OutputDtype::Float32, 1)?;
-    let out = preprocess_into(images, cfg, &options, Output::New)?;
+    let out = preprocess_into(items, cfg, &options, Output::New)?;
     let Some(PixelValues::Float32(pixel_values)) = out.pixel_values else {
         unreachable!("a new float32 output was asked for");
     };
@@ -99,7 +100,7 @@ pub fn preprocess_image(
     cfg: &MediaProcConfig,
     compat: PillowCompat,
 ) -> Result<(Vec<f32>, [u64; 3]), KimiError> {
-    let out = preprocess_batch(std::slice::from_ref(image), cfg, compat)?;
+    let out = preprocess_batch(&[BatchItem::Image(*image)], cfg, compat)?;
     Ok((out.pixel_values, out.grid_thws[0]))
 }
 
@@ -147,7 +148,10 @@ mod tests {
         let frame1 = ImageView::new(&b, 300, 500, 3).unwrap();
         let image = ImageView::new(&b, 300, 500, 3).unwrap();
         let out = preprocess_batch(
-            &[image, frame0.video_chunk(2), frame1],
+            &[
+                BatchItem::Image(image),
+                BatchItem::VideoChunk(vec![frame0, frame1]),
+            ],
             &cfg,
             PillowCompat::V13,
         )
@@ -156,7 +160,11 @@ mod tests {
         let r = geometry::navit_resize_video_chunk(1280, 720, 2, &cfg).unwrap();
         assert_eq!((r.new_width, r.new_height, r.num_tokens), (1202, 676, 1075));
         let alone = preprocess_batch(
-            &[image, frame0.resize_to(r), frame1.resize_to(r)],
+            &[
+                BatchItem::Image(image),
+                BatchItem::ResizedTo(frame0, r),
+                BatchItem::ResizedTo(frame1, r),
+            ],
             &cfg,
             PillowCompat::V13,
         )
@@ -167,7 +175,7 @@ mod tests {
     #[test]
     fn a_caller_buffer_of_the_other_element_type_is_named() {
         let data = vec![0u8; 28 * 28 * 3];
-        let views = [ImageView::new(&data, 28, 28, 3).unwrap()];
+        let views = [BatchItem::Image(ImageView::new(&data, 28, 28, 3).unwrap())];
         let cfg = MediaProcConfig::kimi_k25();
         let shape = [4, 3, 14, 14];
         let options = |dtype| Options::new(PillowCompat::V13, dtype, 1).unwrap();

@@ -1,28 +1,97 @@
-//! Sizing of a batch before any pixel work: each image's resize config
-//! (computed, or a target or pre-resized sizing checked against the config),
-//! each video chunk's, and the layout of the output ([`BatchPlan`]).
+//! Sizing of a batch before any pixel work: the items of a batch
+//! ([`BatchItem`]), each one's resize config (computed, or a target or
+//! pre-resized sizing checked against the config), and the layout of the
+//! output ([`BatchPlan`]).
 
 use crate::config::MediaProcConfig;
 use crate::error::KimiError;
 use crate::geometry::{self, navit_resize_config, ResizeConfig};
 use crate::image::ImageView;
 
-/// Sizing of one image: the reference's resize config for its size, the target
-/// it is resized to ([`ImageView::resize_to`]), or the one a pre-resized view
-/// carries (checked against the view, not computed again).
+/// One item of a batch: an image and how it is sized, or the frames of a
+/// video chunk. Each item gives one grid of the output, its views' patches
+/// consecutive.
+#[derive(Debug, Clone)]
+pub enum BatchItem<'a> {
+    /// An image sized from its own size ([`navit_resize_config`]).
+    ///
+    /// Source: `KimiK3VisionProcessor.preprocess` / `KimiK25VisionProcessor.preprocess`.
+    Image(ImageView<'a>),
+    /// An image the caller already resized (for example with Pillow, for a
+    /// mode this crate does not resize itself) to this sizing of the original
+    /// image ([`navit_resize_config`] of its size), taken as it is: the view
+    /// must be `new_width x new_height`, the padding must be the config's for
+    /// that size, the resize step is skipped, and compositing, padding and
+    /// normalisation still run.
+    PreResized(ImageView<'a>, ResizeConfig),
+    /// An image resized to this sizing, computed for another image (frame 0 of
+    /// a video chunk, say), whatever the view's own size: Pillow BICUBIC from
+    /// its size to `new_width x new_height`, up- or down-scaling, then the
+    /// sizing's padding, which must be the config's for that size.
+    ///
+    /// Source: `kimi_k25_vision_processing.py: KimiK25VisionProcessor.preprocess`,
+    /// which resizes every frame of a chunk to the sizing of frame 0.
+    ResizedTo(ImageView<'a>, ResizeConfig),
+    /// The frames of a K2.5 video chunk (at least one), sized once from frame
+    /// 0's size and the frame count ([`geometry::navit_resize_video_chunk`]),
+    /// every frame resized to that sizing; its grid is `[frames, gh, gw]`, its
+    /// patches frame-major. The config must have the video keys
+    /// ([`MediaProcConfig::video`]).
+    ///
+    /// Source: `kimi_k25_vision_processing.py: KimiK25VisionProcessor.get_resize_config`
+    /// and `preprocess` for `{"type": "video_chunk"}`.
+    VideoChunk(Vec<ImageView<'a>>),
+}
+
+impl<'a> BatchItem<'a> {
+    /// The item's views, in the order of their patches: the image, or the
+    /// chunk's frames.
+    #[must_use]
+    pub fn views(&self) -> &[ImageView<'a>] {
+        match self {
+            BatchItem::Image(view)
+            | BatchItem::PreResized(view, _)
+            | BatchItem::ResizedTo(view, _) => std::slice::from_ref(view),
+            BatchItem::VideoChunk(frames) => frames,
+        }
+    }
+}
+
+/// The views of a batch's items, in order: the views [`crate::run_batch`]
+/// takes with the items' [`BatchPlan`].
+#[must_use]
+pub fn item_views<'a>(items: &[BatchItem<'a>]) -> Vec<ImageView<'a>> {
+    items.iter().flat_map(BatchItem::views).copied().collect()
+}
+
+/// Sizing of one item: the reference's resize config for an image's size or
+/// a video chunk's frame 0 and frame count, a target checked against the
+/// config, or a pre-resized sizing checked against the view (not computed
+/// again).
 ///
 /// # Errors
 /// As [`navit_resize_config`]; `KimiError::PreResizedSize` when a pre-resized
 /// view does not have its sizing's size or padding; `KimiError::TargetPadding`
-/// (or `EmptyImage`) for a target whose padding is not the config's for its size.
-pub fn plan(image: &ImageView<'_>, cfg: &MediaProcConfig) -> Result<ResizeConfig, KimiError> {
-    if let Some(r) = image.target {
-        return checked_target(image, r, cfg);
+/// (or `EmptyImage`) for a target whose padding is not the config's for its
+/// size; for a video chunk, `KimiError::ChunkFrames` (no frames) and any error
+/// of [`geometry::navit_resize_video_chunk`] (`NoVideoConfig` included).
+pub fn plan(item: &BatchItem<'_>, cfg: &MediaProcConfig) -> Result<ResizeConfig, KimiError> {
+    match item {
+        BatchItem::Image(image) => {
+            navit_resize_config(image.width as u64, image.height as u64, cfg)
+        }
+        BatchItem::PreResized(image, r) => checked_pre_resized(image, *r, cfg),
+        BatchItem::ResizedTo(_, r) => checked_target(*r, cfg),
+        BatchItem::VideoChunk(frames) => {
+            let frame0 = frames.first().ok_or(KimiError::ChunkFrames { frames: 0 })?;
+            geometry::navit_resize_video_chunk(
+                frame0.width as u64,
+                frame0.height as u64,
+                frames.len() as u64,
+                cfg,
+            )
+        }
     }
-    let Some(r) = image.pre_resized else {
-        return navit_resize_config(image.width as u64, image.height as u64, cfg);
-    };
-    checked_pre_resized(image, r, cfg)
 }
 
 /// `(factor - new % factor) % factor`: the config's padding of a side of `new` pixels.
@@ -51,13 +120,8 @@ fn checked_pre_resized(
     Ok(r)
 }
 
-/// A resize target, checked against the config (a pre-resized view must already
-/// have its size).
-fn checked_target(
-    image: &ImageView<'_>,
-    r: ResizeConfig,
-    cfg: &MediaProcConfig,
-) -> Result<ResizeConfig, KimiError> {
+/// A resize target, checked against the config.
+fn checked_target(r: ResizeConfig, cfg: &MediaProcConfig) -> Result<ResizeConfig, KimiError> {
     if r.new_width == 0 || r.new_height == 0 {
         return Err(KimiError::EmptyImage {
             width: r.new_width.into(),
@@ -75,55 +139,7 @@ fn checked_target(
             expected_height: expected.1,
         });
     }
-    if image.pre_resized.is_some() {
-        return checked_pre_resized(image, r, cfg);
-    }
     Ok(r)
-}
-
-/// The sizing of the video chunk whose frame 0 is `images[first]`, with `frames`
-/// views, and the end of its views.
-fn plan_chunk(
-    images: &[ImageView<'_>],
-    first: usize,
-    frames: usize,
-    cfg: &MediaProcConfig,
-) -> Result<(ResizeConfig, usize), KimiError> {
-    if frames == 0 {
-        return Err(KimiError::ChunkFrames { frames: 0 });
-    }
-    let end = first
-        .checked_add(frames)
-        .filter(|&end| end <= images.len())
-        .ok_or(KimiError::ChunkLayout {
-            first,
-            frames,
-            end: images.len(),
-        })?;
-    if let Some(k) = images[first + 1..end]
-        .iter()
-        .position(|v| v.chunk_frames.is_some())
-    {
-        return Err(KimiError::ChunkLayout {
-            first,
-            frames,
-            end: first + 1 + k,
-        });
-    }
-    let frame0 = &images[first];
-    let r = match frame0.target {
-        Some(r) => checked_target(frame0, r, cfg)?,
-        None => geometry::navit_resize_video_chunk(
-            frame0.width as u64,
-            frame0.height as u64,
-            frames as u64,
-            cfg,
-        )?,
-    };
-    for frame in &images[first + 1..end] {
-        checked_target(frame, r, cfg)?;
-    }
-    Ok((r, end))
 }
 
 /// The sizing of a whole batch, computed before any pixel work.
@@ -180,27 +196,16 @@ impl BatchPlan {
 /// out its output (no pixel work).
 ///
 /// # Errors
-/// Any error of [`plan`] for any image; for a video chunk
-/// ([`ImageView::video_chunk`]), `KimiError::ChunkFrames` (0 frames),
-/// `ChunkLayout` (its frames run past the batch or into another chunk), any
-/// error of [`geometry::navit_resize_video_chunk`] (`NoVideoConfig` included)
-/// and of the target checks of [`plan`]; `KimiError::Overflow` when the output
+/// Any error of [`plan`] for any item; `KimiError::Overflow` when the output
 /// size overflows `usize`.
-pub fn plan_batch(images: &[ImageView<'_>], cfg: &MediaProcConfig) -> Result<BatchPlan, KimiError> {
-    let mut resize_configs = Vec::with_capacity(images.len());
-    let mut items = Vec::with_capacity(images.len());
-    let mut k = 0;
-    while k < images.len() {
-        let end = if let Some(frames) = images[k].chunk_frames {
-            let (r, end) = plan_chunk(images, k, frames, cfg)?;
-            resize_configs.extend(std::iter::repeat_n(r, end - k));
-            end
-        } else {
-            resize_configs.push(plan(&images[k], cfg)?);
-            k + 1
-        };
-        items.push(k..end);
-        k = end;
+pub fn plan_batch(items: &[BatchItem<'_>], cfg: &MediaProcConfig) -> Result<BatchPlan, KimiError> {
+    let mut resize_configs = Vec::with_capacity(items.len());
+    let mut item_ranges = Vec::with_capacity(items.len());
+    for item in items {
+        let r = plan(item, cfg)?;
+        let start = resize_configs.len();
+        resize_configs.extend(std::iter::repeat_n(r, item.views().len()));
+        item_ranges.push(start..resize_configs.len());
     }
     let overflow = KimiError::Overflow {
         what: "pixel_values",
@@ -210,7 +215,7 @@ pub fn plan_batch(images: &[ImageView<'_>], cfg: &MediaProcConfig) -> Result<Bat
         .checked_mul(patch_size)
         .and_then(|n| n.checked_mul(3))
         .ok_or_else(|| overflow.clone())?;
-    let mut offsets = Vec::with_capacity(images.len() + 1);
+    let mut offsets = Vec::with_capacity(resize_configs.len() + 1);
     let mut total = 0usize;
     offsets.push(0);
     for r in &resize_configs {
@@ -223,7 +228,7 @@ pub fn plan_batch(images: &[ImageView<'_>], cfg: &MediaProcConfig) -> Result<Bat
     }
     Ok(BatchPlan {
         resize_configs,
-        items,
+        items: item_ranges,
         offsets,
         patch_size,
     })
@@ -234,30 +239,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn video_chunk_layout_errors() {
+    fn items_are_laid_out_and_checked() {
         let data = vec![0u8; 28 * 28 * 3];
         let v = ImageView::new(&data, 28, 28, 3).unwrap();
         let cfg = MediaProcConfig::kimi_k25();
-        let plan = |views: &[ImageView<'_>]| plan_batch(views, &cfg).map(|p| p.grid_thws());
-        assert_eq!(plan(&[v.video_chunk(1)]), Ok(vec![[1, 2, 2]]));
+        let chunk = |n| BatchItem::VideoChunk(vec![v; n]);
+        let batch = plan_batch(&[chunk(3), BatchItem::Image(v), chunk(1)], &cfg).unwrap();
+        assert_eq!(batch.items, vec![0..3, 3..4, 4..5]);
+        assert_eq!(batch.grid_thws(), vec![[3, 2, 2], [1, 2, 2], [1, 2, 2]]);
         assert_eq!(
-            plan(&[v.video_chunk(0)]),
+            plan_batch(&[chunk(0)], &cfg),
             Err(KimiError::ChunkFrames { frames: 0 })
         );
         assert_eq!(
-            plan(&[v.video_chunk(3), v]),
-            Err(KimiError::ChunkLayout {
-                first: 0,
-                frames: 3,
-                end: 2
-            })
-        );
-        assert!(matches!(
-            plan(&[v.video_chunk(2), v.video_chunk(1)]),
-            Err(KimiError::ChunkLayout { .. })
-        ));
-        assert_eq!(
-            plan_batch(&[v.video_chunk(1)], &MediaProcConfig::kimi_k3()),
+            plan_batch(&[chunk(1)], &MediaProcConfig::kimi_k3()),
             Err(KimiError::NoVideoConfig)
         );
         let bad = ResizeConfig {
@@ -268,8 +263,12 @@ mod tests {
             pad_height: 8,
         };
         assert!(matches!(
-            plan(&[v.resize_to(bad)]),
+            plan(&BatchItem::ResizedTo(v, bad), &cfg),
             Err(KimiError::TargetPadding { .. })
+        ));
+        assert!(matches!(
+            plan(&BatchItem::PreResized(v, bad), &cfg),
+            Err(KimiError::PreResizedSize { .. })
         ));
     }
 }

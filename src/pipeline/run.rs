@@ -53,7 +53,7 @@ fn run_image<T: OutputValue>(
     debug_assert!(!has_alpha || image.pixel_stride == ch);
     let background = cfg.background().filter(|_| has_alpha);
     let pixels = Pixels::of(image);
-    if image.pre_resized.is_some() || (new_w, new_h) == (w, h) {
+    if (new_w, new_h) == (w, h) {
         return patchify_bands(pixels, image, background.as_ref(), r, cfg, table, run, out);
     }
     let stage = cfg.fill_stage();

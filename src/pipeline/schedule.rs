@@ -46,7 +46,7 @@ fn resize_macs(w: u64, h: u64, nw: u64, nh: u64, ch: u64, vertical_first: bool) 
 fn view_work(image: &ImageView<'_>, r: &ResizeConfig, values: usize, compat: PillowCompat) -> u64 {
     let (w, h) = (image.width as u64, image.height as u64);
     let (nw, nh) = (r.new_width, r.new_height);
-    let resized = image.pre_resized.is_none() && (nw, nh) != (w, h);
+    let resized = (nw, nh) != (w, h);
     let macs = if resized {
         let vertical_first = crate::resize::vertical_first(
             compat,
@@ -111,7 +111,7 @@ pub(super) fn thread_plan(
 mod tests {
     use super::*;
     use crate::config::MediaProcConfig;
-    use crate::pipeline::plan_batch;
+    use crate::pipeline::{plan_batch, BatchItem, BatchPlan};
 
     #[test]
     fn resize_work_counts_the_taps_of_each_pass() {
@@ -133,9 +133,12 @@ mod tests {
         let compat = PillowCompat::V13;
         let pixels = vec![0u8; 8000 * 8000 * 3];
         let view = |w: usize, h: usize| ImageView::new(&pixels[..w * h * 3], w, h, 3).unwrap();
+        let plan_of = |views: &[ImageView<'_>]| -> BatchPlan {
+            let items: Vec<_> = views.iter().copied().map(BatchItem::Image).collect();
+            plan_batch(&items, &k3).unwrap()
+        };
         let decide = |views: &[ImageView<'_>], threads: usize| {
-            let plan = plan_batch(views, &k3).unwrap();
-            thread_plan(views, &plan, compat, threads)
+            thread_plan(views, &plan_of(views), compat, threads)
         };
         let serial = |n: usize| ThreadPlan {
             pool: false,
@@ -143,7 +146,7 @@ mod tests {
         };
         // 1920x1080, not resized: 1932x1092 padded, 6.3 M values, under the threshold.
         let hd = view(1920, 1080);
-        let plan = plan_batch(&[hd], &k3).unwrap();
+        let plan = plan_of(&[hd]);
         assert_eq!(
             view_work(&hd, &plan.resize_configs[0], plan.total_values(), compat),
             6_329_232
@@ -173,7 +176,7 @@ mod tests {
         };
         assert_eq!(decide(&[big, view(300, 200)], 3), mixed);
         // The resize is counted: 8000^2 -> 3586^2 is 1.1 G multiply-adds.
-        let plan = plan_batch(&[big], &k3).unwrap();
+        let plan = plan_of(&[big]);
         let r = plan.resize_configs[0];
         assert_eq!((r.new_width, r.new_height), (3586, 3586));
         let values = plan.total_values();
@@ -181,11 +184,8 @@ mod tests {
             view_work(&big, &r, values, compat),
             values as u64 + resize_macs(8000, 8000, 3586, 3586, 3, false) / 2
         );
-        // A view already resized to its sizing is not resized again.
+        // A view already of its sizing's size is not resized.
         let small = view(3586, 3586);
-        assert_eq!(
-            view_work(&small.pre_resized(r), &r, values, compat),
-            values as u64
-        );
+        assert_eq!(view_work(&small, &r, values, compat), values as u64);
     }
 }

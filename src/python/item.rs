@@ -2,7 +2,7 @@
 //! built by `kimi_k3_rs._input.load_batch`: an image (its pixels, with its
 //! sizing when the caller already resized it) or a video chunk (its frames),
 //! with the number errors give it. [`borrow_items`] borrows a batch of them
-//! for the core.
+//! for the core's [`BatchItem`]s.
 
 use numpy::PyReadonlyArrayDyn;
 use pyo3::prelude::*;
@@ -13,7 +13,7 @@ use super::decode::PyEncodedImage;
 use super::errors::at_image;
 use crate::error::KimiError;
 use crate::geometry::ResizeConfig;
-use crate::ImageView;
+use crate::{BatchItem, ImageView};
 
 /// The pixels of one image or frame.
 enum Pixels {
@@ -141,21 +141,20 @@ enum Borrowed<'py> {
     Rows(Bound<'py, PillowRows>),
 }
 
-/// What the core is told about one view, besides its pixels.
-#[derive(Clone, Copy)]
-enum Role {
-    /// An image sized by the core, or a frame after a chunk's first.
-    Plain,
-    /// An image already resized to this sizing.
-    PreResized(ResizeConfig),
-    /// Frame 0 of a video chunk of this many frames.
-    ChunkStart(usize),
+/// One item, borrowed: what [`BatchItem`] is made from.
+enum BorrowedItem<'py> {
+    /// An image, with its sizing when already resized to it.
+    Image(Borrowed<'py>, Option<ResizeConfig>),
+    /// A video chunk's frames.
+    Chunk(Vec<Borrowed<'py>>),
 }
 
-/// A borrowed batch: every image and frame in order, with the index errors
-/// give it (its item's) and its role.
+/// A borrowed batch: every item with the index errors give it, and that
+/// index for each of its views (the core names a view by its position among
+/// the views of the batch, [`crate::item_views`]).
 pub(crate) struct BorrowedItems<'py> {
-    images: Vec<(Borrowed<'py>, usize, Role)>,
+    items: Vec<(BorrowedItem<'py>, usize)>,
+    view_indices: Vec<usize>,
 }
 
 /// Borrow the pixels of a batch of items (arrays for reading, with every
@@ -171,63 +170,85 @@ pub(crate) fn borrow_items<'py>(
             Pixels::Rows(rows) => Borrowed::Rows(rows.bind(py).clone()),
         })
     };
-    let mut images = Vec::with_capacity(items.len());
+    let mut borrowed = BorrowedItems {
+        items: Vec::with_capacity(items.len()),
+        view_indices: Vec::with_capacity(items.len()),
+    };
     for item in items {
-        let item = item.get();
-        match &item.content {
+        let PyBatchItem { content, index } = item.get();
+        let item = match content {
             Content::Image { pixels, resized } => {
-                let role = resized.map_or(Role::Plain, Role::PreResized);
-                images.push((borrow(pixels, item.index)?, item.index, role));
+                BorrowedItem::Image(borrow(pixels, *index)?, *resized)
             }
-            Content::Chunk(frames) => {
-                for (k, frame) in frames.iter().enumerate() {
-                    let role = if k == 0 {
-                        Role::ChunkStart(frames.len())
-                    } else {
-                        Role::Plain
-                    };
-                    images.push((borrow(frame, item.index)?, item.index, role));
-                }
-            }
-        }
+            Content::Chunk(frames) => BorrowedItem::Chunk(
+                frames
+                    .iter()
+                    .map(|frame| borrow(frame, *index))
+                    .collect::<PyResult<_>>()?,
+            ),
+        };
+        let views = match &item {
+            BorrowedItem::Image(..) => 1,
+            BorrowedItem::Chunk(frames) => frames.len(),
+        };
+        borrowed
+            .view_indices
+            .extend(std::iter::repeat_n(*index, views));
+        borrowed.items.push((item, *index));
     }
-    Ok(BorrowedItems { images })
+    Ok(borrowed)
+}
+
+/// The core's view of borrowed pixels, errors naming `index` (no copy: an
+/// encoded file is decoded, and a `PillowRows` read band by band, when the
+/// pipeline runs it).
+fn view<'a>(py: Python<'_>, image: &'a Borrowed<'_>, index: usize) -> PyResult<ImageView<'a>> {
+    match image {
+        Borrowed::Array(array) => array_view(array, Some(index)),
+        Borrowed::Encoded(encoded) => {
+            let encoded = encoded.get();
+            ImageView::encoded(encoded.data.as_bytes(py), encoded.header)
+                .map_err(|e| at_image(index, e))
+        }
+        Borrowed::Rows(rows) => rows.get().view().map_err(|e| at_image(index, e)),
+    }
 }
 
 impl BorrowedItems<'_> {
-    /// The core's views of the batch (no copy: an encoded file is decoded,
-    /// and a `PillowRows` read band by band, when the pipeline runs it).
-    pub(crate) fn views(&self, py: Python<'_>) -> PyResult<Vec<ImageView<'_>>> {
-        self.images
+    /// The core's items of the batch.
+    pub(crate) fn items(&self, py: Python<'_>) -> PyResult<Vec<BatchItem<'_>>> {
+        self.items
             .iter()
-            .map(|(image, index, role)| {
-                let view = match image {
-                    Borrowed::Array(array) => array_view(array, Some(*index))?,
-                    Borrowed::Encoded(encoded) => {
-                        let encoded = encoded.get();
-                        ImageView::encoded(encoded.data.as_bytes(py), encoded.header)
-                            .map_err(|e| at_image(*index, e))?
+            .map(|(item, index)| {
+                Ok(match item {
+                    BorrowedItem::Image(image, None) => BatchItem::Image(view(py, image, *index)?),
+                    BorrowedItem::Image(image, Some(r)) => {
+                        BatchItem::PreResized(view(py, image, *index)?, *r)
                     }
-                    Borrowed::Rows(rows) => rows.get().view().map_err(|e| at_image(*index, e))?,
-                };
-                Ok(match *role {
-                    Role::Plain => view,
-                    Role::PreResized(r) => view.pre_resized(r),
-                    Role::ChunkStart(frames) => view.video_chunk(frames),
+                    BorrowedItem::Chunk(frames) => BatchItem::VideoChunk(
+                        frames
+                            .iter()
+                            .map(|frame| view(py, frame, *index))
+                            .collect::<PyResult<_>>()?,
+                    ),
                 })
             })
             .collect()
     }
 
-    /// The index errors give view `k` (its item's).
+    /// The index errors give view `k` of the batch (its item's).
     pub(crate) fn index(&self, k: usize) -> usize {
-        self.images.get(k).map_or(k, |(_, index, _)| *index)
+        self.view_indices.get(k).copied().unwrap_or(k)
     }
 
     /// The `KeyboardInterrupt` (or other non-`Exception`) that reading the
     /// rows of one of the images met, if any (taken: it is raised once).
     pub(crate) fn interrupt(&self) -> Option<PyErr> {
-        self.images.iter().find_map(|(image, _, _)| match image {
+        let mut images = self.items.iter().flat_map(|(item, _)| match item {
+            BorrowedItem::Image(image, _) => std::slice::from_ref(image),
+            BorrowedItem::Chunk(frames) => frames.as_slice(),
+        });
+        images.find_map(|image| match image {
             Borrowed::Rows(rows) => rows.get().take_interrupt(),
             _ => None,
         })

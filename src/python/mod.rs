@@ -33,7 +33,7 @@ use crate::config::PillowCompat;
 use crate::error::KimiError;
 use crate::geometry::{self, ResizeConfig};
 use crate::options::{threads_error, Options, OutputDtype};
-use crate::pipeline::{plan_batch, run_planned, OutBuffer, Output};
+use crate::pipeline::{item_views, plan_batch, run_planned, OutBuffer, Output};
 use crate::ImageView;
 
 /// `(num_tokens, new_width, new_height, pad_width, pad_height)`.
@@ -258,9 +258,10 @@ fn preprocess<'py>(
     out: Option<Bound<'py, PyAny>>,
 ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray2<i64>>)> {
     let borrowed = borrow_items(py, &items)?;
-    let views = borrowed.views(py)?;
+    let items = borrowed.items(py)?;
+    let views = item_views(&items);
     let (cfg, opts) = (&config.inner, &options.inner);
-    let plan = plan_batch(&views, cfg).map_err(to_py_err)?;
+    let plan = plan_batch(&items, cfg).map_err(to_py_err)?;
     // A new output: large ones on pooled, huge-page memory (an output freed by
     // an earlier call when one fits, so its pages are not faulted in again),
     // small ones from `numpy.empty`; the core then writes every value.
