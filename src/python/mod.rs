@@ -247,7 +247,8 @@ fn count_video_chunk_tokens<'py>(
 }
 
 /// Preprocess a batch of [`PyBatchItem`]s (`load_batch`'s): `(pixel_values,
-/// grid_thws)`.
+/// grid_thws)`, one grid per item; an error about an image or frame names
+/// its item's `index`.
 #[pyfunction]
 #[pyo3(signature = (items, config, options, *, out=None))]
 fn preprocess<'py>(
