@@ -55,8 +55,11 @@ struct Frame {
     width: usize,
     height: usize,
     layers: u8,
-    /// The first `layers` components the segment lists (fewer when it is short).
+    /// The first `layers` components the segment lists, of which `listed` are
+    /// there (fewer when it is short: libjpeg then refuses the file, Pillow
+    /// opens it; the cost model counts the listed ones).
     components: [Component; 4],
+    listed: u8,
 }
 
 /// A frame component: its id and sampling factors (clamped to libjpeg's 1..=4).
@@ -69,7 +72,7 @@ struct Component {
 
 impl Frame {
     fn components(&self) -> impl Iterator<Item = &Component> {
-        self.components.iter().take(usize::from(self.layers))
+        self.components.iter().take(usize::from(self.listed))
     }
 
     /// The 8x8 blocks of component `c`: libjpeg's `width_in_blocks *
@@ -180,12 +183,14 @@ pub fn route(data: &[u8], exif_transpose: bool) -> Result<Route, KimiError> {
                 }
                 let be = |i: usize| usize::from(u16::from_be_bytes([s[i], s[i + 1]]));
                 let mut components = [Component::default(); 4];
+                let mut listed = 0;
                 for (c, t) in components.iter_mut().zip(s[6..].chunks_exact(3)) {
                     *c = Component {
                         id: t[0],
                         h: (t[1] >> 4).clamp(1, 4),
                         v: (t[1] & 15).clamp(1, 4),
                     };
+                    listed += 1;
                 }
                 frame = Some(Frame {
                     code,
@@ -193,6 +198,7 @@ pub fn route(data: &[u8], exif_transpose: bool) -> Result<Route, KimiError> {
                     height: be(1),
                     layers,
                     components,
+                    listed: listed.min(layers),
                 });
                 frames += 1;
             }

@@ -91,6 +91,27 @@ fn frame_types_precision_and_components() {
 }
 
 #[test]
+fn a_frame_header_listing_fewer_components_than_it_counts_is_routed_without_a_fault() {
+    // A SOF of 3 (or 1) components that lists none, or one: the cost model
+    // divided by the largest sampling factor of the listed ones, and panicked
+    // on none (found by the decoder fuzz, seed of 2026-12-06). Pillow opens
+    // such a file (its loop reads what is there) and libjpeg refuses it.
+    let dqt = seg(0xDB, &[0; 65]);
+    for (comps, listed) in [(3u8, 0usize), (3, 1), (1, 0)] {
+        let mut body = vec![8, 0, 48, 0, 64, comps];
+        for id in 1..=listed {
+            body.extend_from_slice(&[id as u8, 0x22, 0]);
+        }
+        let data = jpeg(&[dqt.clone(), seg(0xC0, &body), sos()]);
+        let routed = route(&data, false);
+        assert!(
+            matches!(routed, Ok(Route::Native(_)) | Err(KimiError::Decode { .. })),
+            "{comps} components, {listed} listed: {routed:?}"
+        );
+    }
+}
+
+#[test]
 fn app_segments() {
     let exif = seg(0xE1, b"Exif\0\0MM\0\x2a\0\0\0\x08\0\0");
     let xmp = seg(0xE1, b"http://ns.adobe.com/xap/1.0/\0<x/>");
@@ -216,6 +237,7 @@ fn one_block() -> Frame {
         height: 8,
         layers: 1,
         components,
+        listed: 1,
     }
 }
 
@@ -283,6 +305,7 @@ fn blocks_per_component_as_libjpeg_counts_them() {
             height,
             layers: sampling.len() as u8,
             components,
+            listed: sampling.len() as u8,
         }
     };
     // 4:2:0 at 61x45: luma 8x6 blocks, chroma ceil(61/16) x ceil(45/16) = 4x3 each.
