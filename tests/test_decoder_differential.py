@@ -660,7 +660,12 @@ def run(seed: int, fmt: str, indices: Iterator[int], table: Counter[tuple[str, s
     failures = []
     for i in indices:
         data, steps = case(seed, fmt, i)
-        route, outcome, bad = differential(data, CONFIGS[i % len(CONFIGS)])
+        try:
+            route, outcome, bad = differential(data, CONFIGS[i % len(CONFIGS)])
+        except BaseException as exc:  # a Rust panic (pyo3's PanicException) is a finding too
+            if type(exc).__name__ != "PanicException":
+                raise
+            route, outcome, bad = "?", "panic", f"panicked: {exc}"
         table[(fmt, route, "disagree" if bad else outcome)] += 1
         if bad:
             failures.append(f"seed {seed} case {fmt}:{i} [{steps}]: {bad}")
@@ -712,6 +717,7 @@ def main() -> None:
     parser.add_argument("--write", help="with --case: write the mutated file here")
     args = parser.parse_args()
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
+    print(f"seed {seed}", flush=True)
     decode_paths()
     _native._set_poison(True)  # as the test suite runs (tests/conftest.py)
     if args.case:
