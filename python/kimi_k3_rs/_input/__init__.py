@@ -20,9 +20,9 @@ Laid out by job:
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from types import TracebackType
 from typing import Any, cast
 
 from .. import _native, errors
@@ -58,8 +58,7 @@ __all__ = [
     "resize_order_check",
 ]
 
-@contextlib.contextmanager
-def naming(index: int) -> Iterator[None]:
+class naming:
     """Name image ``index`` of a batch in what reading it raises: an :class:`ImageError`
     gets the index in front (its class kept), a ``MemoryError`` stays one with the
     index, and any other exception becomes an :class:`ImageError` ``image {index}:
@@ -67,17 +66,27 @@ def naming(index: int) -> Iterator[None]:
     PIL image, a ``load``, ``__array__`` or tensor conversion that raises. Passed on as
     they are: the package's errors about the call (a :class:`KimiK3Error` that is not
     an :class:`ImageError`), and another project's texts (:func:`errors.is_verbatim`),
-    which sglang and the checkpoint raise without an index."""
-    try:
-        yield
-    except ImageError as exc:
-        raise errors.at_image(index, exc) from exc
-    except MemoryError as exc:
-        raise errors.memory_at_image(index, exc) from exc
-    except Exception as exc:
+    which sglang and the checkpoint raise without an index. (A class rather than a
+    generator: it is entered for every image of every call.)"""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if exc is None or not isinstance(exc, Exception):
+            return
+        if isinstance(exc, ImageError):
+            raise errors.at_image(self.index, exc) from exc
+        if isinstance(exc, MemoryError):
+            raise errors.memory_at_image(self.index, exc) from exc
         if isinstance(exc, KimiK3Error) or errors.is_verbatim(exc):
-            raise
-        raise errors.at_image(index, errors.unreadable(exc)) from exc
+            return
+        raise errors.at_image(self.index, errors.unreadable(exc)) from exc
 
 
 def _load(item: Item, index: int, cfg: MediaProcConfig, opts: CallOptions) -> _native.BatchItem:
@@ -140,7 +149,7 @@ def load_batch(
                     pixels.append(rgb_frame(image))
             batch.append(_native.BatchItem.video_chunk(pixels, index))
             continue
-        read, encoded = _routed(item, index, opts)
+        read, encoded = _routed(item, index, opts) if item.kind is Kind.ENCODED else (item, None)
         if encoded is None:
             pending.append((len(batch), read, index))
             batch.append(None)
