@@ -1,5 +1,5 @@
 //! Borrowing numpy arrays for the core: input images as [`ImageView`]s and
-//! `out=` as an [`OutBuffer`], with every borrow, dtype and layout check.
+//! `out=` as an [`OutBuffer`](crate::pipeline::OutBuffer), with every borrow, dtype and layout check.
 //!
 //! Every borrow uses rust-numpy's `try_` forms, so an array another call holds
 //! is an error naming the argument, never a panic.

@@ -3,7 +3,7 @@
 //! Every function extracts and borrows its arguments while attached
 //! (`borrow`, `config`), runs the pure core with the GIL released
 //! (`py.detach`), then wraps the results without copying. Errors come from the
-//! core's [`KimiError`](crate::KimiError), mapped onto the Python hierarchy in
+//! core's [`KimiError`], mapped onto the Python hierarchy in
 //! `errors`. The public Python API and its documentation live in
 //! `python/kimi_k3_rs/`.
 
