@@ -82,11 +82,11 @@ fn horizontal_into<const S: usize, const C: usize>(
 }
 
 /// Most input row bytes a tile of the horizontal pass transposes at once
-/// (`ROWS` times this in [`Columns`]): a row of up to 64 KiB (16,384 RGBA
+/// (`ROWS` times this in [`Columns`]): a row of up to 32 KiB (8,192 RGBA
 /// pixels) is one tile, and the working memory of a wider row stays bounded
 /// by its widest output pixel's taps, however many input pixels it has (a
 /// 25,000,000 x 1 image held 16 times its 75 MB row).
-const TILE_BYTES: usize = 64 << 10;
+const TILE_BYTES: usize = 32 << 10;
 
 /// The taps of a horizontal pass, and its [`tiles`]: made once per resize.
 struct HorizontalTaps<'a> {
@@ -183,7 +183,7 @@ const BAND_ROWS: usize = 64;
 /// Most bytes of working memory the bands in flight hold together: a band of
 /// a pool of `n` threads is made shorter (down to one row) to hold at most
 /// `1 / n` of it, so the threads never add more than this.
-const BANDS_BYTES: usize = 16 << 20;
+const BANDS_BYTES: usize = 8 << 20;
 
 /// Where a resize composites pixels whose last channel is alpha onto a
 /// background: not at all, each band's input rows before its passes (the
@@ -703,8 +703,8 @@ mod tests {
     #[test]
     fn a_row_source_is_read_ahead_in_windows_and_its_failure_returned() {
         // 2000 px RGBA rows (8,000 bytes), 4x down, one thread: its window is
-        // a quarter of the 16 MiB budget, 524 rows, so the 1,200 rows take
-        // three reads, each serving many bands; the last rows fail to read.
+        // a quarter of the 8 MiB budget, 262 rows, so the 1,200 rows take
+        // five reads, each serving many bands; the last rows fail to read.
         let (w, h) = (2000, 1200);
         let src = noise(w * h * 4, 3);
         let (ch, cv) = (Coefficients::new(w, 500), Coefficients::new(h, 300));
@@ -729,7 +729,7 @@ mod tests {
         assert!(got == want);
         let most = rows.most.load(Ordering::Relaxed);
         let reads = rows.reads.load(Ordering::Relaxed);
-        assert_eq!((most, reads), ((16 << 20) / 4 / 8000, 3));
+        assert_eq!((most, reads), (BANDS_BYTES / 4 / 8000, 5));
         let failing = Rows {
             fail_from: 1100,
             ..Rows::new(&src, w * 4)
