@@ -36,7 +36,8 @@ pub fn composite(src: &[u8], width: usize, channels: usize, bg: &Background) -> 
 /// the kernels of `path` (every path gives the same bytes).
 ///
 /// # Panics
-/// As [`composite`].
+/// As [`composite`], and when this CPU does not support `path`
+/// ([`SimdPath::is_supported`]).
 pub fn composite_into(
     src: &[u8],
     width: usize,
@@ -73,11 +74,12 @@ impl Compositor {
     /// the same bytes).
     ///
     /// # Panics
-    /// As [`composite`].
+    /// As [`composite_into`].
     #[allow(clippy::cast_possible_truncation)]
     pub(crate) fn new(width: usize, channels: usize, bg: &Background, path: SimdPath) -> Self {
         assert!(channels == 2 || channels == 4);
         assert!(width > 0);
+        assert!(path.is_supported(), "{path:?} is not supported by this CPU");
         // alpha = f32(A) / 255 and 1 - alpha, exactly as the reference computes
         // them, for the 256 possible A.
         let alpha: [f32; 256] = std::array::from_fn(|a| f32::from(a as u8) / 255.0f32);
@@ -119,8 +121,8 @@ impl Compositor {
         if matches!(self.path, SimdPath::Avx2 | SimdPath::Avx512) {
             let out = &mut out[..back_row.len() * self.color];
             assert!(row.len() >= back_row.len() * (self.color + 1));
-            // SAFETY: the path is supported (`SimdPath` paths are checked
-            // before use), and the lengths are as the kernels require.
+            // SAFETY: the path is supported (checked by `new`), so AVX2 is,
+            // and the lengths are as the kernels require.
             return unsafe {
                 if self.color == 1 {
                     avx2::la(row, back_row, out)
