@@ -146,9 +146,9 @@ def preprocess(
             the Pillow path alike (default 1 GiB); and, within it, inputs that decode
             to more than their file's size allows, with 16 bytes of resize filter taps
             per pixel of width and height and 128 of working rows per pixel of width:
-            192 MiB, or 2,048 bytes per byte of the
-            file where that is more (photos decode to 10 to 100 times their size;
-            decompression bombs to thousands). None turns both checks off.
+            192 MiB, or 2,048 bytes per byte of the file where that is more (photos
+            decode to 10 to 100 times their size; decompression bombs to thousands).
+            None turns both checks off.
         allowed_formats: the Pillow format names (``"JPEG"``, ``"PNG"``, ...) encoded
             inputs may have, checked on their magic bytes before any decoder runs
             (native or Pillow), and on the format Pillow opens them as; None (the

@@ -98,22 +98,14 @@ pub(super) fn columns_to_rows(src: &[u8], len: usize, rows: &mut [&mut [u8]], at
     #[cfg(target_arch = "x86_64")]
     while j + 16 <= len {
         let columns = src[j * ROWS..(j + 16) * ROWS].as_ptr();
+        // The columns' bytes of rows past `rows` (a last band) go to `sink`.
+        let mut sink = [0u8; 16];
         let out: [*mut u8; ROWS] = std::array::from_fn(|i| match rows.get_mut(i) {
             Some(row) => row[at + j..at + j + 16].as_mut_ptr(),
-            None => std::ptr::null_mut(),
+            None => sink.as_mut_ptr(),
         });
-        if rows.len() == ROWS {
-            // SAFETY: `columns` holds 256 bytes, each of the 16 rows 16 from `at + j`.
-            unsafe { transpose16(|c| columns.add(c * ROWS), |i| out[i]) };
-        } else {
-            let mut block = [0u8; 256];
-            let tmp = block.as_mut_ptr();
-            // SAFETY: `columns` and `block` hold 256 bytes.
-            unsafe { transpose16(|c| columns.add(c * ROWS), |i| tmp.add(i * 16)) };
-            for (i, row) in rows.iter_mut().enumerate() {
-                row[at + j..at + j + 16].copy_from_slice(&block[i * 16..i * 16 + 16]);
-            }
-        }
+        // SAFETY: `columns` holds 256 bytes, each of `out` 16.
+        unsafe { transpose16(|c| columns.add(c * ROWS), |i| out[i]) };
         j += 16;
     }
     for jj in j..len {
