@@ -279,3 +279,19 @@ def test_palette_image_without_a_palette_fails_where_pillow_fails(preset):
             kimi_k3_rs.preprocess(png, config)
     else:
         assert_output_matches(kimi_k3_rs.preprocess(png, config), reference_preprocess([png], config))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["L+trns", "1+trns"])
+@pytest.mark.parametrize("config", ["k3", "k3_before"])
+def test_keyed_grey_over_several_blocks_under_a_strong_downscale(kind, config):
+    """``1`` / ``L`` with a transparency key are composited as ``LA`` (converted band by
+    band as the core reads them): a 6000x4000 image (24 MB, in several blocks of
+    Pillow's arena) downscaled about 20x, on 1 and 2 threads, gives the reference's
+    bits (which composites ``convert("RGBA")``)."""
+    image = mode_image(kind, 6000, 4000, seed=5)
+    media_proc_cfg = with_limit(config, 200)
+    assert resized_size(image, media_proc_cfg)[0] <= 6000 // 15
+    ref = reference_quiet(image, media_proc_cfg)
+    for threads in (1, 2):
+        assert_output_matches(kimi_k3_rs.preprocess(image, media_proc_cfg, num_threads=threads), ref)
