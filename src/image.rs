@@ -43,6 +43,22 @@ pub trait RowSource: Sync + std::fmt::Debug {
     /// # Errors
     /// Why the rows cannot be read (the message of [`KimiError::ImageRows`]).
     fn read_rows(&self, first: usize, end: usize, out: &mut [u8]) -> Result<(), String>;
+
+    /// Whether the rows are made in order (a decoder's): the pipeline then
+    /// reads them band after band, on one thread, and [`release`](Self::release)s
+    /// each band's predecessors' rows. `false` by default: bands read in any
+    /// order, in parallel.
+    fn in_order(&self) -> bool {
+        false
+    }
+
+    /// No row before `row` will be read again (told before each band of an
+    /// [`in_order`](Self::in_order) source): the source may free them. A later
+    /// read of one must still give its bytes, at whatever cost. Nothing by
+    /// default.
+    fn release(&self, row: usize) {
+        let _ = row;
+    }
 }
 
 impl<'a> ImageView<'a> {

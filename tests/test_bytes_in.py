@@ -375,6 +375,50 @@ def test_threads_equal_serial_on_a_mixed_batch():
         assert got["pixel_values"].tobytes() == serial["pixel_values"].tobytes()
 
 
+def _large_jpegs() -> dict[str, bytes]:
+    """JPEGs larger than the streamed decode's chunks and its decode ahead (8 MiB of
+    rows): camera-like grain on a photo, baseline 4:2:0, progressive 4:4:4, grey."""
+    rng = np.random.default_rng(24)
+    pixels = np.asarray(_photo_rgb(4000, 3000)).astype(np.int16)
+    pixels += rng.integers(-6, 7, pixels.shape, dtype=np.int16)
+    rgb = Image.fromarray(pixels.clip(0, 255).astype(np.uint8))
+    return {
+        "jpeg-420-4000x3000": encode(rgb, "JPEG", quality=90),
+        "jpeg-444-progressive-2900x2100": encode(
+            rgb.resize((2900, 2100)), "JPEG", quality=90, subsampling=0, progressive=True
+        ),
+        "jpeg-L-4000x3000": encode(rgb.convert("L"), "JPEG", quality=90),
+    }
+
+
+@pytest.mark.slow
+def test_large_jpegs_streamed_into_the_resize_equal_the_reference():
+    """Issue #24 item 2: a JPEG from bytes is decoded band by band as the resize reads
+    it (on two threads or more, decoded ahead on a second thread while the bands
+    before are resized), never whole: every byte as the reference's, resized under
+    K2.5 and K3 or not resized (a 2900x2100 image under a limit it fits), on 1, 2
+    and 3 threads, under the poison mode (every chunk of decoded rows starts as
+    garbage); and a file truncated halfway fails with Pillow's message on each."""
+    unresized = cfg("kimi_k25", in_patch_limit=40000, patch_limit_on_one_side=512)
+    for name, data in _large_jpegs().items():
+        with Image.open(io.BytesIO(data)) as image:
+            pixels = np.asarray(image)
+        presets = {"k25": CONFIGS["k25"], "k3": CONFIGS["k3"]}
+        if "2900x2100" in name:
+            presets["unresized"] = unresized
+        for preset, config in presets.items():
+            want_pv, want_grid = reference_preprocess([pixels], config)
+            for threads in (1, 2, 3):
+                got = k.preprocess(data, config, num_threads=threads)
+                assert np.array_equal(got["grid_thws"], want_grid), (name, preset)
+                assert got["pixel_values"].tobytes() == want_pv.tobytes(), (name, preset, threads)
+        if "progressive" not in name:
+            half = data[: len(data) // 2]
+            for threads in (1, 2):
+                with pytest.raises(k.ImageError, match=r"^image 0: cannot decode JPEG: image file is truncated$"):
+                    k.preprocess(half, CONFIGS["k25"], num_threads=threads)
+
+
 def test_a_decode_error_names_its_batch_index():
     bad = FILES["jpeg-420"][: len(FILES["jpeg-420"]) // 2]
     with pytest.raises(k.ImageError, match=r"^image 2: cannot decode JPEG"):

@@ -276,6 +276,27 @@ def test_rgb_png_with_a_colour_key_costs_no_more_than_pillow_plus_output(tmp_pat
     _within_bound("10000x10000 RGB PNG with tRNS, K3", ours, pillow["grown"])
 
 
+@pytest.mark.parametrize("num_threads", [1, 2])
+def test_large_jpeg_from_bytes_is_never_decoded_whole(tmp_path, num_threads):
+    """Issue #24 item 2: an 8000x6000 JPEG from bytes under K2.5 is decoded band by
+    band as the resize reads it (on 2 threads, decoded ahead on the second while the
+    first resizes), so the peak grows by at most the output plus 64 MiB, with no
+    Pillow term: the decoded image alone is 137 MiB (it grew by 194 MiB when it was
+    decoded whole)."""
+    import kimi_k3_rs
+
+    path = tmp_path / "photo.jpg"
+    grain = [Image.effect_noise((8000, 6000), sigma) for sigma in (40, 50, 60)]
+    Image.merge("RGB", grain).save(path, "JPEG", quality=90)
+    cfg = kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG
+    ours = _measure("ours", path, cfg=cfg, num_threads=num_threads)
+    assert ours["outcome"] == [148 * 112, 3, 14, 14], ours
+    grown, bound = ours["grown"], ours["out"] + 64 * MIB
+    print(f"\n[memory] 8000x6000 JPEG from bytes, K2.5, {num_threads} thread(s): ours +{grown / MIB:.0f} MiB, "
+          f"output {ours['out'] / MIB:.0f} MiB, bound {bound / MIB:.0f} MiB")
+    assert grown <= bound, ours
+
+
 def test_large_jpeg_on_the_pillow_path_costs_no_more_than_pillow_plus_output(tmp_path):
     """An 8000x8000 JPEG forced to Pillow (as every JPEG is where the native decoder
     is unavailable): Pillow decodes it into the pipeline's array, no copy after. With
@@ -338,10 +359,10 @@ case = sys.argv[1]
 cfg = k.KIMI_K3_MEDIA_PROC_CFG
 if case == "decode":
     buf = io.BytesIO()
-    Image.new("RGB", (8000, 8000), (90, 120, 200)).save(buf, "JPEG", quality=90)
+    Image.new("RGB", (8000, 8000), (90, 120, 200)).save(buf, "PNG", compress_level=1)
     image = buf.getvalue()
     small = io.BytesIO()
-    Image.new("RGB", (64, 64)).save(small, "JPEG")
+    Image.new("RGB", (64, 64)).save(small, "PNG")
     k.preprocess(small.getvalue(), cfg)  # loads the native decoder and runs its self-check
 else:
     image = np.full((6000, 6000, 4), 128, np.uint8)
@@ -377,8 +398,9 @@ def test_allocation_failure_under_an_address_space_limit_is_an_error_not_an_abor
     """Item 5: with RLIMIT_AS set 24 MiB above the process's size, the call's first
     large allocation fails: the new output (154 MB), the resize result of a 6000x6000
     RGBA array under K3 (39 MB, composited band by band; `out=` given), or the decode buffer of an 8000x8000
-    JPEG (192 MB). Each is an ImageError naming the image (0.1.0 aborted: SIGABRT), and
-    the next call works."""
+    PNG (192 MB; a JPEG is decoded band by band into the resize, so its first large
+    allocation is the resize's). Each is an ImageError naming the image (0.1.0 aborted:
+    SIGABRT), and the next call works."""
     import re
 
     proc = subprocess.run(

@@ -394,6 +394,72 @@ fn check_cost(frame: &Frame, scans: &Scans, bytes: usize) -> Result<(), KimiErro
     Ok(())
 }
 
+/// A JPEG whose [`route`] was `Route::Native(header)`, decoded a few rows at a
+/// time, in order ([`Decoder::read`]): the rows of `np.asarray(Image.open(BytesIO(data)))`
+/// (`L` or `RGB`, `width * channels` bytes each), so that a caller can use
+/// each band as it comes and never hold the image whole. [`decode_into`]
+/// reads all the rows at once.
+pub struct Decoder<'a> {
+    reader: libjpeg::Reader<'a>,
+    limits: Limits,
+    shape: (usize, usize, usize),
+}
+
+impl std::fmt::Debug for Decoder<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Decoder")
+            .field("shape", &self.shape)
+            .finish()
+    }
+}
+
+impl<'a> Decoder<'a> {
+    /// Read the headers and start the decompression (a progressive file's
+    /// scans are all read here).
+    ///
+    /// # Errors
+    /// As [`decode_into`], for the faults met before the first row.
+    pub fn new(data: &'a [u8], header: &Header, limits: &Limits) -> Result<Self, KimiError> {
+        let (api, shape) = library_for(header)?;
+        let reader = libjpeg::Reader::start(api, data, shape, limits.max_scans)
+            .map_err(|fault| error(fault, limits, shape))?;
+        Ok(Self {
+            reader,
+            limits: *limits,
+            shape,
+        })
+    }
+
+    /// The next `out.len() / (width * channels)` rows into `out` (whole rows,
+    /// no more than are left), all written. After an error the decoder must
+    /// not be read again.
+    ///
+    /// # Errors
+    /// As [`decode_into`]; `KimiError::Decode` when `out` is not whole rows
+    /// or asks past the last row.
+    pub fn read(&mut self, out: &mut [u8]) -> Result<(), KimiError> {
+        self.reader
+            .read(out)
+            .map_err(|fault| error(fault, &self.limits, self.shape))
+    }
+}
+
+/// The error of a library fault met decoding a file of `shape` (width,
+/// height, channels) under `limits`.
+fn error(fault: libjpeg::Fault, limits: &Limits, shape: (usize, usize, usize)) -> KimiError {
+    match fault {
+        libjpeg::Fault::Lib(message) => corrupt(&message),
+        libjpeg::Fault::Truncated => corrupt("image file is truncated"),
+        libjpeg::Fault::TooManyScans(scans) => KimiError::TooManyScans {
+            scans,
+            limit: limits.max_scans,
+        },
+        libjpeg::Fault::Mismatch(seen) => corrupt(&format!(
+            "libjpeg reads (width, height, components) {seen}, the headers {shape:?}"
+        )),
+    }
+}
+
 /// Decode a JPEG whose [`route`] was `Route::Native(header)` into `out`
 /// (`header.decoded_len()` bytes, rows of `width * channels`, `L` or `RGB`):
 /// the bytes of `np.asarray(Image.open(BytesIO(data)))`, written row by row
@@ -411,24 +477,26 @@ pub fn decode_into(
     limits: &Limits,
     out: &mut [u8],
 ) -> Result<(), KimiError> {
+    let (api, shape) = library_for(header)?;
+    libjpeg::decode(api, data, shape, limits.max_scans, out)
+        .map_err(|fault| error(fault, limits, shape))
+}
+
+/// The loaded library and the `(width, height, channels)` of `header`.
+///
+/// # Errors
+/// `KimiError::Decode` when no libjpeg is loaded, or `header` is not a JPEG's
+/// of `L` or `RGB` pixels.
+fn library_for(
+    header: &Header,
+) -> Result<(&'static libjpeg::Api, (usize, usize, usize)), KimiError> {
     let Some(Ok(api)) = LIB.get() else {
         return Err(corrupt("no libjpeg loaded"));
     };
     if header.format != Format::Jpeg || !matches!(header.channels, 1 | 3) {
         return Err(corrupt("native JPEG decoding gives L or RGB only"));
     }
-    let shape = (header.width, header.height, header.channels);
-    libjpeg::decode(api, data, shape, limits.max_scans, out).map_err(|fault| match fault {
-        libjpeg::Fault::Lib(message) => corrupt(&message),
-        libjpeg::Fault::Truncated => corrupt("image file is truncated"),
-        libjpeg::Fault::TooManyScans(scans) => KimiError::TooManyScans {
-            scans,
-            limit: limits.max_scans,
-        },
-        libjpeg::Fault::Mismatch(seen) => corrupt(&format!(
-            "libjpeg reads (width, height, components) {seen}, the headers {shape:?}"
-        )),
-    })
+    Ok((api, (header.width, header.height, header.channels)))
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ mod output;
 mod plan;
 mod run;
 mod schedule;
+mod stream;
 
 /// Also at its home, `crate::resize::resize_view`.
 pub use crate::resize::resize_view;

@@ -4,11 +4,13 @@
 
 use super::output::{check_out, new_values, Output, PixelValues, Preprocessed};
 use super::schedule::thread_plan;
+use super::stream::Streamed;
 use super::BatchPlan;
 use crate::buffers::{poison, try_buffer, AllocFailed, Scratch};
 use crate::composite::Compositor;
 use crate::config::{Background, FillStage, MediaProcConfig, PillowCompat};
-use crate::decode::{decode_into, Header, Limits};
+use crate::decode::jpeg::Decoder;
+use crate::decode::{decode_into, Format, Header, Limits};
 use crate::error::KimiError;
 use crate::geometry::ResizeConfig;
 use crate::image::ImageView;
@@ -118,6 +120,7 @@ fn read_bands(
         match pixels {
             Pixels::Slice(data) => f(first, &data[first * row_len..end * row_len]),
             Pixels::Rows(source) => {
+                source.release(first);
                 let bytes = &mut band[..(end - first) * row_len];
                 source
                     .read_rows(first, end, bytes)
@@ -192,8 +195,11 @@ fn patchify_bands<T: OutputValue>(
 }
 
 /// [`run_image`] of a view of pixels, or of an encoded view
-/// ([`ImageView::encoded`]) decoded first into a [`Scratch`] buffer of this
-/// thread (so a stream of photos decodes into pages already faulted in).
+/// ([`ImageView::encoded`]): a JPEG decoded band by band as the resize reads
+/// it ([`Streamed`]; with a parallel `run`, decoded ahead on a second thread
+/// of the pool while the bands before are resized), a PNG decoded first into
+/// a [`Scratch`] buffer of this thread (so a stream of photos decodes into
+/// pages already faulted in).
 ///
 /// # Errors
 /// Any error of [`decode_into`] and of [`run_image`];
@@ -211,6 +217,27 @@ fn run_view<T: OutputValue>(
     let Some(header) = image.encoded else {
         return run_image(image, r, cfg, table, compat, run, out);
     };
+    if header.format == Format::Jpeg {
+        let limits = Limits::default();
+        let stream = Streamed::new(header, || Decoder::new(image.data, &header, &limits))?;
+        let view = ImageView::from_rows(
+            &stream,
+            image.width,
+            image.height,
+            image.channels,
+            image.channels,
+        )?;
+        let mut reads = || {
+            let _reads = stream.reads();
+            run_image(&view, r, cfg, table, compat, run, out)
+        };
+        let result = if run.parallel {
+            rayon::join(reads, || stream.decode_ahead()).0
+        } else {
+            reads()
+        };
+        return result.map_err(|e| stream.take_error().unwrap_or(e));
+    }
     let len = header.decoded_len()?;
     let mut buffer = Scratch::new(len).map_err(|e| decode_allocation(&header, e))?;
     decode_into(image.data, &header, &Limits::default(), &mut buffer)?;

@@ -236,6 +236,18 @@ impl<'a> Pixels<'a> {
             None => Self::Slice(image.data),
         }
     }
+
+    /// Whether the rows are read in order, band after band ([`RowSource::in_order`]).
+    pub(crate) fn in_order(self) -> bool {
+        matches!(self, Self::Rows(source) if source.in_order())
+    }
+
+    /// No row before `row` will be read again ([`RowSource::release`]).
+    pub(crate) fn release(self, row: usize) {
+        if let Self::Rows(source) = self {
+            source.release(row);
+        }
+    }
 }
 
 /// Why a [`Resize`] stopped (then its output is partly written).

@@ -332,9 +332,11 @@ struct ResizeOptions<'a> {
 /// [`RowSource`](crate::image::RowSource)) into `out`, packed `C`-byte pixels,
 /// as `options` asks: the horizontal pass with its coefficients `ch`, the
 /// vertical with `cv` (an axis without coefficients keeps its size), band by
-/// band of output rows (bands in parallel when `run.parallel`; each band runs
-/// its passes on one thread), premultiplied around the passes when asked.
-/// With `Fill::After`, each finished band (alpha last) is composited onto the
+/// band of output rows (bands in parallel when `run.parallel`, unless the
+/// source makes its rows in order, [`RowSource::in_order`](crate::image::RowSource::in_order):
+/// then one after another, each releasing the rows before its own; each band
+/// runs its passes on one thread), premultiplied around the passes when
+/// asked. With `Fill::After`, each finished band (alpha last) is composited onto the
 /// background into `out`, which then holds `C - 1` bytes a pixel (Kimi-K3's
 /// `fill_transparent_bg_with` after the resize, row by row as the reference
 /// computes it whole).
@@ -396,7 +398,9 @@ fn banded<const S: usize, const C: usize>(
     // A thread's share of the budget; with a source, a quarter of it is the
     // thread's window of rows read ahead, a quarter (or two, converted) the
     // source's copies of them while it reads, a quarter the band's.
-    let threads = if run.parallel {
+    // A source that makes its rows in order is read band after band.
+    let parallel = run.parallel && !src.in_order();
+    let threads = if parallel {
         rayon::current_num_threads()
     } else {
         1
@@ -441,7 +445,7 @@ fn banded<const S: usize, const C: usize>(
     for_each_chunk(
         out,
         final_row_len * band_rows,
-        run.parallel,
+        parallel,
         Band::default,
         |Band {
              window,
@@ -465,6 +469,10 @@ fn banded<const S: usize, const C: usize>(
                 }
                 None => (yy0, yy0 + rows),
             };
+            if !parallel {
+                // The bands after this one read from `first` on.
+                src.release(first);
+            }
             // The band's passes into `out_band` (its resized rows, `C` bytes a pixel).
             let mut passes = |out_band: &mut [u8]| -> Result<(), ResizeFailed> {
                 let premultiply_h = premultiplied && !premultiply_copy;

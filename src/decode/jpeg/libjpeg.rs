@@ -1,4 +1,5 @@
-//! The libjpeg 6.2 API, loaded at run time, and one decode through it.
+//! The libjpeg 6.2 API, loaded at run time, and decodes through it, whole or
+//! a few rows at a time.
 //!
 //! The `#[repr(C)]` declarations follow libjpeg-turbo's `jpeglib.h` (2.1 and
 //! 3.x, identical for `JPEG_LIB_VERSION` 62): `struct jpeg_decompress_struct`,
@@ -12,7 +13,7 @@
 //!
 //! libjpeg's `error_exit` must not return: ours unwinds (`extern "C-unwind"`,
 //! `resume_unwind`, so no panic hook runs) through the library's frames, which
-//! carry unwind tables (`.eh_frame`), to the `catch_unwind` in [`decode`].
+//! carry unwind tables (`.eh_frame`), to the `catch_unwind` in [`Reader`]'s calls.
 
 #![allow(non_snake_case)]
 
@@ -379,96 +380,165 @@ unsafe extern "C-unwind" fn skip_input_data(cinfo: *mut Decompress, num_bytes: c
     src.bytes_in_buffer -= n;
 }
 
+/// A decode under way, as `ImagingJpegDecode` runs it with rawmode `L` or
+/// `RGB`: the header read and the decompression started ([`Reader::start`]),
+/// then the rows in order, as many at a time as the caller asks
+/// ([`Reader::read`]), `jpeg_finish_decompress` after the last. After a
+/// fault the object is not used again: the reader is dropped (which destroys
+/// it).
+pub(super) struct Reader<'a> {
+    session: Session<'a>,
+    /// Bytes of a row: `width * channels`.
+    stride: usize,
+    height: usize,
+    /// Rows read so far.
+    next: usize,
+    /// The data the source manager reads: borrowed for as long as the object lives.
+    _data: &'a [u8],
+}
+
+// SAFETY: a decompress object is plain memory that the library reaches only
+// through the pointers in `State`; `Reader` is used by one thread at a time
+// (`&mut self`), and the library keeps no thread-local state for it.
+unsafe impl Send for Reader<'_> {}
+
+impl<'a> Reader<'a> {
+    /// Read `data`'s header and start the decompression, checking the
+    /// library's `(width, height, channels)` against the headers' and
+    /// stopping past `max_scans` scans (a progressive file's scans are all
+    /// read here).
+    pub(super) fn start(
+        api: &'a Api,
+        data: &'a [u8],
+        (width, height, channels): (usize, usize, usize),
+        max_scans: usize,
+    ) -> Result<Self, Fault> {
+        let session = Session::new(api, max_scans);
+        let p = session.0;
+        // SAFETY: `p` lives as long as `session`, which the reader keeps;
+        // libjpeg only reads `data` (through `src`), borrowed as long.
+        let run = || unsafe {
+            let cinfo = &raw mut (*p).cinfo;
+            (api.create)(cinfo, JPEG_LIB_VERSION, size_of::<Decompress>());
+            (*p).progress.progress_monitor = Some(progress_monitor);
+            (*cinfo).common.progress = &raw mut (*p).progress;
+            (*p).src = SourceMgr {
+                next_input_byte: data.as_ptr(),
+                bytes_in_buffer: data.len(),
+                init_source: Some(source_noop),
+                fill_input_buffer: Some(fill_input_buffer),
+                skip_input_data: Some(skip_input_data),
+                resync_to_restart: Some(api.resync),
+                term_source: Some(source_noop),
+            };
+            (*cinfo).src = &raw mut (*p).src;
+            let mut status = (api.read_header)(cinfo, 0);
+            while status == JPEG_HEADER_TABLES_ONLY {
+                status = (api.read_header)(cinfo, 0);
+            }
+            if status != JPEG_HEADER_OK {
+                return Err(Fault::Truncated);
+            }
+            let seen = |w: JDimension, h: JDimension, c: c_int| {
+                (w as usize, h as usize, usize::try_from(c).unwrap_or(0))
+            };
+            let header = seen(
+                (*cinfo).image_width,
+                (*cinfo).image_height,
+                (*cinfo).num_components,
+            );
+            if header != (width, height, channels) {
+                return Err(Fault::Mismatch(format!("{header:?}")));
+            }
+            (*cinfo).out_color_space = if channels == 1 {
+                JCS_GRAYSCALE
+            } else {
+                JCS_RGB
+            };
+            if (api.start)(cinfo) == 0 {
+                return Err(Fault::Truncated);
+            }
+            let output = seen(
+                (*cinfo).output_width,
+                (*cinfo).output_height,
+                (*cinfo).output_components,
+            );
+            if output != (width, height, channels) {
+                return Err(Fault::Mismatch(format!("output {output:?}")));
+            }
+            Ok(())
+        };
+        catch(run).and_then(|r| r)?;
+        Ok(Self {
+            session,
+            stride: width * channels,
+            height,
+            next: 0,
+            _data: data,
+        })
+    }
+
+    /// The next rows into `out` (whole rows of `width * channels` bytes, no
+    /// more than are left): all of them are written, or the fault is
+    /// returned. After the last row, the decompression is finished.
+    pub(super) fn read(&mut self, out: &mut [u8]) -> Result<(), Fault> {
+        let (stride, api, p) = (self.stride, self.session.1, self.session.0);
+        let n_rows = out.len() / stride;
+        if !out.len().is_multiple_of(stride) || n_rows > self.height - self.next {
+            return Err(Fault::Mismatch(format!(
+                "{} bytes asked for after row {}",
+                out.len(),
+                self.next
+            )));
+        }
+        let last = self.next + n_rows == self.height;
+        // SAFETY: `p` is the started object of `start`; libjpeg writes rows of
+        // `stride` bytes at the pointers given, all inside `out`.
+        let run = || unsafe {
+            let cinfo = &raw mut (*p).cinfo;
+            let base = out.as_mut_ptr();
+            let mut rows = [std::ptr::null_mut::<u8>(); ROWS_PER_CALL];
+            let mut y = 0;
+            while y < n_rows {
+                let n = ROWS_PER_CALL.min(n_rows - y);
+                for (i, row) in rows.iter_mut().take(n).enumerate() {
+                    *row = base.add((y + i) * stride);
+                }
+                // Rows come out in order; 0 means the data ran out (suspension).
+                match (api.read_scanlines)(cinfo, rows.as_mut_ptr(), n as JDimension) as usize {
+                    0 => return Err(Fault::Truncated),
+                    got => y += got.min(n),
+                }
+            }
+            if last {
+                // FALSE: suspended before EOI with every row out, which Pillow accepts.
+                (api.finish)(cinfo);
+            }
+            Ok(())
+        };
+        catch(run).and_then(|r| r)?;
+        self.next += n_rows;
+        Ok(())
+    }
+}
+
 /// Decode `data` into `out` (`height` rows of `width * channels` bytes) as
 /// `ImagingJpegDecode` does with rawmode `L` or `RGB`, stopping past `max_scans`.
 pub(super) fn decode(
     api: &Api,
     data: &[u8],
-    (width, height, channels): (usize, usize, usize),
+    shape: (usize, usize, usize),
     max_scans: usize,
     out: &mut [u8],
 ) -> Result<(), Fault> {
-    let stride = width * channels;
-    if out.len() != stride * height {
+    let (width, height, channels) = shape;
+    if out.len() != width * channels * height {
         return Err(Fault::Mismatch(format!(
             "output buffer of {} bytes",
             out.len()
         )));
     }
-    let s = Session::new(api, max_scans);
-    let p = s.0;
-    // SAFETY: `p` lives until `s` drops, after this call; libjpeg only reads
-    // `data` (through `src`) and writes rows of `stride` bytes inside `out`.
-    let run = || unsafe {
-        let cinfo = &raw mut (*p).cinfo;
-        (api.create)(cinfo, JPEG_LIB_VERSION, size_of::<Decompress>());
-        (*p).progress.progress_monitor = Some(progress_monitor);
-        (*cinfo).common.progress = &raw mut (*p).progress;
-        (*p).src = SourceMgr {
-            next_input_byte: data.as_ptr(),
-            bytes_in_buffer: data.len(),
-            init_source: Some(source_noop),
-            fill_input_buffer: Some(fill_input_buffer),
-            skip_input_data: Some(skip_input_data),
-            resync_to_restart: Some(api.resync),
-            term_source: Some(source_noop),
-        };
-        (*cinfo).src = &raw mut (*p).src;
-        let mut status = (api.read_header)(cinfo, 0);
-        while status == JPEG_HEADER_TABLES_ONLY {
-            status = (api.read_header)(cinfo, 0);
-        }
-        if status != JPEG_HEADER_OK {
-            return Err(Fault::Truncated);
-        }
-        let seen = |w: JDimension, h: JDimension, c: c_int| {
-            (w as usize, h as usize, usize::try_from(c).unwrap_or(0))
-        };
-        let header = seen(
-            (*cinfo).image_width,
-            (*cinfo).image_height,
-            (*cinfo).num_components,
-        );
-        if header != (width, height, channels) {
-            return Err(Fault::Mismatch(format!("{header:?}")));
-        }
-        (*cinfo).out_color_space = if channels == 1 {
-            JCS_GRAYSCALE
-        } else {
-            JCS_RGB
-        };
-        if (api.start)(cinfo) == 0 {
-            return Err(Fault::Truncated);
-        }
-        let output = seen(
-            (*cinfo).output_width,
-            (*cinfo).output_height,
-            (*cinfo).output_components,
-        );
-        if output != (width, height, channels) {
-            return Err(Fault::Mismatch(format!("output {output:?}")));
-        }
-        let base = out.as_mut_ptr();
-        let mut rows = [std::ptr::null_mut::<u8>(); ROWS_PER_CALL];
-        let mut y = 0;
-        while y < height {
-            let n = ROWS_PER_CALL.min(height - y);
-            for (i, row) in rows.iter_mut().take(n).enumerate() {
-                *row = base.add((y + i) * stride);
-            }
-            // Rows come out in order; 0 means the data ran out (suspension).
-            match (api.read_scanlines)(cinfo, rows.as_mut_ptr(), n as JDimension) as usize {
-                0 => return Err(Fault::Truncated),
-                got => y += got.min(n),
-            }
-        }
-        // FALSE: suspended before EOI with every row out, which Pillow accepts.
-        (api.finish)(cinfo);
-        Ok(())
-    };
-    let res = catch(run).and_then(|r| r);
-    drop(s);
-    res
+    Reader::start(api, data, shape, max_scans)?.read(out)
 }
 
 #[cfg(test)]

@@ -1,0 +1,475 @@
+//! An image decoded band by band as the pipeline reads it ([`Streamed`]), so
+//! that the decoded image is never held whole, and, on two threads or more,
+//! decoded ahead on another thread while the bands before are resized. The
+//! pipeline streams JPEGs ([`Decoder`]).
+
+use std::collections::VecDeque;
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::ThreadId;
+
+use crate::buffers::{poison, try_buffer};
+use crate::decode::jpeg::Decoder;
+use crate::decode::Header;
+use crate::error::KimiError;
+use crate::image::RowSource;
+
+/// Bytes of decoded rows in one chunk of the stream (at least one row).
+const CHUNK_BYTES: usize = 256 << 10;
+/// Bytes of rows the decode ahead ([`Streamed::decode_ahead`]) keeps ready
+/// past the rows released.
+const AHEAD_BYTES: usize = 8 << 20;
+/// Buffers of released chunks kept for the next chunks.
+const SPARE_CHUNKS: usize = 4;
+
+/// A decode that gives an image's rows in order, a few at a time.
+pub(super) trait InOrder: Send {
+    /// The next `out.len() / row_len` rows into `out` (whole rows, no more
+    /// than are left), all written; after an error it is not read again.
+    ///
+    /// # Errors
+    /// Why the rows cannot be decoded.
+    fn read(&mut self, out: &mut [u8]) -> Result<(), KimiError>;
+}
+
+impl InOrder for Decoder<'_> {
+    fn read(&mut self, out: &mut [u8]) -> Result<(), KimiError> {
+        Decoder::read(self, out)
+    }
+}
+
+/// The rows of an encoded image, decoded in order by the decoders `start`
+/// makes, as they are read ([`RowSource::read_rows`]) or ahead of the reads
+/// ([`Streamed::decode_ahead`]), and kept until they are
+/// [released](RowSource::release): a band of rows at a time, never the whole
+/// image. A read of released rows starts a new decoder (the pipeline never
+/// makes one). The bytes are the decoder's.
+pub(super) struct Streamed<D, F> {
+    /// A new decoder at the first row.
+    start: F,
+    /// The image's size and channels.
+    header: Header,
+    /// Bytes of a row: `width * channels`.
+    row_len: usize,
+    /// Rows of a chunk.
+    chunk_rows: usize,
+    /// Rows the decode ahead keeps ready past the rows released.
+    ahead_rows: usize,
+    decoding: Mutex<Decoding<D>>,
+    rows: Mutex<Rows>,
+    /// Rows were released, the reads ended or the decode stopped.
+    changed: Condvar,
+}
+
+/// The decoder, run by one thread at a time.
+struct Decoding<D> {
+    /// `None` once every row is decoded, or after an error.
+    decoder: Option<D>,
+    /// Rows decoded so far.
+    next: usize,
+}
+
+/// The decoded rows kept.
+#[derive(Default)]
+struct Rows {
+    /// `(first row, rows, bytes)` in order, contiguous.
+    chunks: VecDeque<(usize, usize, Vec<u8>)>,
+    /// Buffers of released chunks, for the next ones.
+    spare: Vec<Vec<u8>>,
+    /// No row before this one will be read again.
+    released: usize,
+    /// The decode's error, if it failed.
+    error: Option<KimiError>,
+    /// The thread that reads the rows, from [`Streamed::reads`].
+    reader: Option<ThreadId>,
+    /// The reads have ended: the decode ahead stops.
+    ended: bool,
+}
+
+impl Rows {
+    /// The rows kept: `first..end`.
+    fn kept(&self) -> std::ops::Range<usize> {
+        match (self.chunks.front(), self.chunks.back()) {
+            (Some(&(first, ..)), Some(&(last, n, _))) => first..last + n,
+            _ => self.released..self.released,
+        }
+    }
+
+    /// Drop the chunks wholly before `self.released`, keeping up to
+    /// [`SPARE_CHUNKS`] buffers for reuse.
+    fn drop_released(&mut self) {
+        while let Some(&(first, n, _)) = self.chunks.front() {
+            if first + n > self.released {
+                break;
+            }
+            if let Some((_, _, bytes)) = self.chunks.pop_front() {
+                if self.spare.len() < SPARE_CHUNKS {
+                    self.spare.push(bytes);
+                }
+            }
+        }
+    }
+}
+
+impl<D, F> std::fmt::Debug for Streamed<D, F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Streamed")
+            .field("header", &self.header)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The guarded value, whether or not a thread panicked holding the lock.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl<D: InOrder, F: Fn() -> Result<D, KimiError> + Sync> Streamed<D, F> {
+    /// The rows of the image of `header` (its size and channels), decoded by
+    /// the decoders `start` makes: the first one made here.
+    ///
+    /// # Errors
+    /// `start`'s.
+    pub(super) fn new(header: Header, start: F) -> Result<Self, KimiError> {
+        let row_len = header.width * header.channels;
+        Self::with_sizes(header, start, CHUNK_BYTES / row_len, AHEAD_BYTES / row_len)
+    }
+
+    /// [`Streamed::new`] with chunks of `chunk_rows` rows and the decode
+    /// ahead `ahead_rows` rows past the rows released (1 at least each).
+    fn with_sizes(
+        header: Header,
+        start: F,
+        chunk_rows: usize,
+        ahead_rows: usize,
+    ) -> Result<Self, KimiError> {
+        let decoder = start()?;
+        Ok(Self {
+            start,
+            header,
+            row_len: header.width * header.channels,
+            chunk_rows: chunk_rows.max(1),
+            ahead_rows: ahead_rows.max(1),
+            decoding: Mutex::new(Decoding {
+                decoder: Some(decoder),
+                next: 0,
+            }),
+            rows: Mutex::new(Rows::default()),
+            changed: Condvar::new(),
+        })
+    }
+
+    /// The error that stopped the decode, if one did: the pipeline returns it
+    /// in place of the read's [`KimiError::ImageRows`].
+    pub(super) fn take_error(&self) -> Option<KimiError> {
+        lock(&self.rows).error.take()
+    }
+
+    /// The reads begin on this thread: until the guard drops, which ends
+    /// them ([`Streamed::decode_ahead`] then stops), however the thread leaves.
+    pub(super) fn reads(&self) -> EndReads<'_, D, F> {
+        lock(&self.rows).reader = Some(std::thread::current().id());
+        EndReads(self)
+    }
+
+    /// Decode ahead of the reads, up to [`AHEAD_BYTES`] of rows past the rows
+    /// released, until every row is decoded, the decode fails or the reads
+    /// end. Run on a second thread of the pool while the first reads; on the
+    /// reading thread itself (a pool's thread runs the job it left while it
+    /// waits for another) it returns at once, as it would wait for itself.
+    pub(super) fn decode_ahead(&self) {
+        loop {
+            let mut rows = lock(&self.rows);
+            if rows.reader == Some(std::thread::current().id()) {
+                return;
+            }
+            loop {
+                let kept = rows.kept();
+                if rows.ended || rows.error.is_some() || kept.end == self.header.height {
+                    return;
+                }
+                if kept.end < rows.released + self.ahead_rows {
+                    break;
+                }
+                rows = self
+                    .changed
+                    .wait(rows)
+                    .unwrap_or_else(PoisonError::into_inner);
+            }
+            let want = rows.kept().end + 1;
+            drop(rows);
+            self.decode_to(want);
+        }
+    }
+
+    /// Decode chunks until row `want - 1` is decoded (nothing when it is),
+    /// every row is, or the decode fails (the error is kept in `Rows`).
+    fn decode_to(&self, want: usize) {
+        let mut decoding = lock(&self.decoding);
+        while decoding.next < want {
+            let first = decoding.next;
+            let Some(decoder) = decoding.decoder.as_mut() else {
+                return;
+            };
+            let n = self.chunk_rows.min(self.header.height - first);
+            let spare = lock(&self.rows).spare.pop();
+            // A chunk's buffer starts as garbage in the poison mode: the
+            // decoder writes every byte of the rows it keeps.
+            let read = match spare {
+                Some(mut bytes) => {
+                    poison(&mut bytes);
+                    Ok(bytes)
+                }
+                None => try_buffer::<u8>(self.chunk_rows * self.row_len)
+                    .map_err(|e| super::run::decode_allocation(&self.header, e)),
+            }
+            .and_then(|mut bytes| {
+                decoder.read(&mut bytes[..n * self.row_len])?;
+                Ok(bytes)
+            });
+            let mut rows = lock(&self.rows);
+            match read {
+                Ok(bytes) => {
+                    rows.chunks.push_back((first, n, bytes));
+                    rows.drop_released();
+                    decoding.next += n;
+                    if decoding.next == self.header.height {
+                        decoding.decoder = None;
+                    }
+                }
+                Err(e) => {
+                    rows.error = Some(e);
+                    decoding.decoder = None;
+                }
+            }
+            drop(rows);
+            self.changed.notify_all();
+        }
+    }
+
+    /// Start the decode again from the first row, keeping rows from `first` on.
+    fn restart(&self, first: usize) -> Result<(), KimiError> {
+        let mut decoding = lock(&self.decoding);
+        let mut rows = lock(&self.rows);
+        if rows.kept().start <= first {
+            return Ok(());
+        }
+        rows.chunks.clear();
+        rows.released = first;
+        decoding.decoder = Some((self.start)()?);
+        decoding.next = 0;
+        Ok(())
+    }
+}
+
+impl<D: InOrder, F: Fn() -> Result<D, KimiError> + Sync> RowSource for Streamed<D, F> {
+    /// Rows `first..end`, decoded first where they are not yet.
+    fn read_rows(&self, first: usize, end: usize, out: &mut [u8]) -> Result<(), String> {
+        if out.len() != (end - first) * self.row_len || end > self.header.height {
+            return Err(format!("{} bytes asked for rows {first}..{end}", out.len()));
+        }
+        loop {
+            let rows = lock(&self.rows);
+            if let Some(e) = &rows.error {
+                return Err(e.to_string());
+            }
+            let kept = rows.kept();
+            if kept.start > first {
+                drop(rows);
+                self.restart(first).map_err(|e| e.to_string())?;
+                continue;
+            }
+            if kept.end >= end {
+                let mut at = first;
+                for (chunk_first, n, bytes) in &rows.chunks {
+                    let chunk_end = chunk_first + n;
+                    if chunk_end <= at {
+                        continue;
+                    }
+                    let stop = chunk_end.min(end);
+                    let from = (at - chunk_first) * self.row_len;
+                    let to = (stop - chunk_first) * self.row_len;
+                    out[(at - first) * self.row_len..(stop - first) * self.row_len]
+                        .copy_from_slice(&bytes[from..to]);
+                    at = stop;
+                    if at == end {
+                        break;
+                    }
+                }
+                return Ok(());
+            }
+            drop(rows);
+            self.decode_to(end);
+        }
+    }
+
+    fn in_order(&self) -> bool {
+        true
+    }
+
+    fn release(&self, row: usize) {
+        let mut rows = lock(&self.rows);
+        rows.released = rows.released.max(row);
+        rows.drop_released();
+        drop(rows);
+        self.changed.notify_all();
+    }
+}
+
+/// The reads of a [`Streamed`] under way ([`Streamed::reads`]): dropping it
+/// ends them, and the decode ahead stops.
+pub(super) struct EndReads<'s, D, F>(&'s Streamed<D, F>);
+
+impl<D, F> Drop for EndReads<'_, D, F> {
+    fn drop(&mut self) {
+        lock(&self.0.rows).ended = true;
+        self.0.changed.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::Format;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    const WIDTH: usize = 5;
+    const HEIGHT: usize = 100;
+    const ROW: usize = WIDTH * 3;
+
+    /// Byte `i` of row `row` of the test image.
+    fn byte(row: usize, i: usize) -> u8 {
+        u8::try_from((row * 131 + i * 7) % 251).expect("under 251")
+    }
+
+    fn rows(first: usize, end: usize) -> Vec<u8> {
+        (first..end)
+            .flat_map(|row| (0..ROW).map(move |i| byte(row, i)))
+            .collect()
+    }
+
+    /// A decoder of the test image that fails at row `fail_at`.
+    struct Pattern {
+        next: usize,
+        fail_at: usize,
+    }
+
+    impl InOrder for Pattern {
+        fn read(&mut self, out: &mut [u8]) -> Result<(), KimiError> {
+            for row in out.chunks_exact_mut(ROW) {
+                if self.next == self.fail_at {
+                    return Err(KimiError::Decode {
+                        format: "JPEG",
+                        detail: "image file is truncated".into(),
+                    });
+                }
+                for (i, b) in row.iter_mut().enumerate() {
+                    *b = byte(self.next, i);
+                }
+                self.next += 1;
+            }
+            Ok(())
+        }
+    }
+
+    const HEADER: Header = Header {
+        format: Format::Jpeg,
+        width: WIDTH,
+        height: HEIGHT,
+        channels: 3,
+    };
+
+    /// A stream of the test image in chunks of 7 rows, decoded ahead up to 10
+    /// rows, failing at `fail_at`; `starts` counts the decoders made.
+    fn stream(
+        starts: &AtomicUsize,
+        fail_at: usize,
+    ) -> Streamed<Pattern, impl Fn() -> Result<Pattern, KimiError> + Sync + '_> {
+        let start = move || {
+            starts.fetch_add(1, Ordering::Relaxed);
+            Ok(Pattern { next: 0, fail_at })
+        };
+        Streamed::with_sizes(HEADER, start, 7, 10).expect("starts")
+    }
+
+    /// Overlapping bands, in order, as the resize reads them.
+    const BANDS: [(usize, usize); 6] = [(0, 12), (8, 20), (15, 31), (30, 64), (60, 99), (97, 100)];
+
+    fn read(s: &impl RowSource, first: usize, end: usize) -> Result<Vec<u8>, String> {
+        let mut out = vec![0u8; (end - first) * ROW];
+        s.read_rows(first, end, &mut out).map(|()| out)
+    }
+
+    #[test]
+    fn bands_read_in_order_give_the_rows_and_keep_only_their_chunks() {
+        let starts = AtomicUsize::new(0);
+        let s = stream(&starts, usize::MAX);
+        for (first, end) in BANDS {
+            s.release(first);
+            assert_eq!(read(&s, first, end).unwrap(), rows(first, end));
+            let kept = lock(&s.rows).kept();
+            // From the chunk holding `first` to the chunk holding `end - 1`.
+            assert_eq!(kept.start, first / 7 * 7, "{first}..{end}");
+            assert_eq!(kept.end, (end.div_ceil(7) * 7).min(HEIGHT));
+        }
+        assert_eq!(starts.load(Ordering::Relaxed), 1);
+        assert!(read(&s, 99, 101).is_err());
+    }
+
+    #[test]
+    fn a_read_of_released_rows_starts_the_decode_again() {
+        let starts = AtomicUsize::new(0);
+        let s = stream(&starts, usize::MAX);
+        s.release(50);
+        assert_eq!(read(&s, 50, 60).unwrap(), rows(50, 60));
+        assert_eq!(read(&s, 10, 30).unwrap(), rows(10, 30));
+        assert_eq!(read(&s, 40, 100).unwrap(), rows(40, 100));
+        assert_eq!(starts.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn a_decode_error_fails_every_later_read_and_is_kept() {
+        let starts = AtomicUsize::new(0);
+        let s = stream(&starts, 30);
+        assert_eq!(read(&s, 0, 20).unwrap(), rows(0, 20));
+        let message = "cannot decode JPEG: image file is truncated";
+        assert_eq!(read(&s, 25, 40).unwrap_err(), message);
+        assert_eq!(read(&s, 0, 5).unwrap_err(), message);
+        assert_eq!(s.take_error().unwrap().to_string(), message);
+        assert_eq!(starts.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn decode_ahead_runs_beside_the_reads_and_stops_with_them() {
+        for stop_after in [BANDS.len(), 2, 0] {
+            let starts = AtomicUsize::new(0);
+            let s = stream(&starts, usize::MAX);
+            std::thread::scope(|scope| {
+                let reads = s.reads();
+                scope.spawn(|| s.decode_ahead());
+                for &(first, end) in &BANDS[..stop_after] {
+                    s.release(first);
+                    assert_eq!(read(&s, first, end).unwrap(), rows(first, end));
+                }
+                drop(reads);
+            });
+            let rows_kept = lock(&s.rows);
+            assert!(rows_kept.ended);
+            // The decode ahead went no further than 10 rows past the rows
+            // released, rounded up to a chunk (or the rows read).
+            let (released, end) = (rows_kept.released, rows_kept.kept().end);
+            assert!(
+                end <= (released + 10 + 7).max(BANDS[stop_after.max(1) - 1].1),
+                "{end}"
+            );
+        }
+    }
+
+    #[test]
+    fn decode_ahead_on_the_reading_thread_returns_at_once() {
+        let starts = AtomicUsize::new(0);
+        let s = stream(&starts, usize::MAX);
+        let _reads = s.reads();
+        s.decode_ahead();
+        assert_eq!(lock(&s.rows).kept(), 0..0);
+    }
+}
