@@ -2,6 +2,7 @@
 
     python benchmarks/bench_decode.py [--runs 21] [--sizes 4032x3024,8000x6000]
         [--photo astronaut.png | --photo pattern] [--noise 6] [--progressive] [--wall]
+        [--features]
 
 The files: a shipped photo (``tests/data/<photo>``) resized to each size (BICUBIC), or,
 with ``--photo pattern``, the self-check's synthetic image (gradients, XOR edges and
@@ -16,6 +17,9 @@ quality 90, 4:2:0. Each run decodes the same bytes from memory:
 * ``native``: ``_native.decode_image(data)``: the route (marker and scan walk) and the
   decode, through the libjpeg-turbo the installed Pillow links, loaded at run time,
   into a fresh array.
+* with ``--features`` (and ``--wall``): ``kimi_k3_rs.preprocess(data, K2.5)`` on 1 and on
+  2 threads, bytes to features: the decode streamed into the resize (on 2 threads,
+  decoded ahead on the second while the first resizes), padded, normalised, patchified.
 
 All three outputs are checked equal to ``np.asarray`` of Pillow's image first. Runs
 alternate (pillow, simplejpeg, native, pillow, ...) so drift affects all alike; the
@@ -28,6 +32,7 @@ a pass/fail check.
 from __future__ import annotations
 
 import argparse
+import functools
 import io
 import statistics
 import time
@@ -35,6 +40,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import kimi_k3_rs
 import numpy as np
 from kimi_k3_rs import _native
 from kimi_k3_rs._input.native import _pattern, find_pillow_libjpeg
@@ -76,7 +82,10 @@ def main() -> None:
     parser.add_argument("--noise", type=int, default=0, help="add uniform noise of +-NOISE")
     parser.add_argument("--progressive", action="store_true")
     parser.add_argument("--wall", action="store_true", help="wall-clock time, not CPU time")
+    parser.add_argument("--features", action="store_true", help="bytes to K2.5 features on 1 and 2 threads too")
     args = parser.parse_args()
+    if args.features and not args.wall:
+        parser.error("--features measures latency on 2 threads: add --wall")
 
     path = find_pillow_libjpeg()
     if path is None:
@@ -96,10 +105,10 @@ def main() -> None:
         kind = "progressive" if args.progressive else "baseline"
         noise = f" + noise {args.noise}" if args.noise else ""
         print(f"\n{args.photo}{noise} at {width}x{height}, q90 4:2:0 {kind}: {len(data) / 1e6:.2f} MB")
-        measure(data, simplejpeg, args.runs, args.wall)
+        measure(data, simplejpeg, args.runs, args.wall, args.features)
 
 
-def measure(data: bytes, simplejpeg: Any, runs: int, wall: bool) -> None:
+def measure(data: bytes, simplejpeg: Any, runs: int, wall: bool, features: bool) -> None:
     """Check the decoders agree on ``data``, then print their medians and ratios."""
     clock = time.perf_counter if wall else time.thread_time
 
@@ -120,9 +129,14 @@ def measure(data: bytes, simplejpeg: Any, runs: int, wall: bool) -> None:
     if simplejpeg is not None:
         decoders["simplejpeg"] = peer
     decoders["native"] = native
+    if features:
+        for threads in (1, 2):
+            decoders[f"features {threads}t"] = functools.partial(
+                kimi_k3_rs.preprocess, data, kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG, num_threads=threads
+            )
     reference = np.asarray(pillow_load())
     for name, fn in decoders.items():
-        if name != "pillow load" and not np.array_equal(fn(), reference):
+        if name in ("simplejpeg", "native") and not np.array_equal(fn(), reference):
             raise SystemExit(f"{name} decode differs from Pillow's")
     times: dict[str, list[float]] = {name: [] for name in decoders}
     for _ in range(runs):
@@ -138,6 +152,12 @@ def measure(data: bytes, simplejpeg: Any, runs: int, wall: bool) -> None:
     if "simplejpeg" in med:
         print(f"native / simplejpeg:  {med['native'] / med['simplejpeg']:.3f}")
         print(f"simplejpeg / pillow load: {med['simplejpeg'] / med['pillow load']:.3f}")
+    if features:
+        base = med.get("simplejpeg", med["native"])
+        against = "simplejpeg" if "simplejpeg" in med else "native"
+        for threads in (1, 2):
+            print(f"features {threads}t / {against} decode: {med[f'features {threads}t'] / base:.3f}")
+        print(f"features 1t / features 2t (latency): {med['features 1t'] / med['features 2t']:.3f}")
 
 if __name__ == "__main__":
     main()

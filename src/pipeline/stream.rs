@@ -16,7 +16,7 @@ use crate::image::RowSource;
 /// Bytes of decoded rows in one chunk of the stream (at least one row).
 const CHUNK_BYTES: usize = 256 << 10;
 /// Bytes of rows the decode ahead ([`Streamed::decode_ahead`]) keeps ready
-/// past the rows released.
+/// past the last row read.
 const AHEAD_BYTES: usize = 8 << 20;
 /// Buffers of released chunks kept for the next chunks.
 const SPARE_CHUNKS: usize = 4;
@@ -52,7 +52,7 @@ pub(super) struct Streamed<D, F> {
     row_len: usize,
     /// Rows of a chunk.
     chunk_rows: usize,
-    /// Rows the decode ahead keeps ready past the rows released.
+    /// Rows the decode ahead keeps ready past the last row read.
     ahead_rows: usize,
     decoding: Mutex<Decoding<D>>,
     rows: Mutex<Rows>,
@@ -77,6 +77,8 @@ struct Rows {
     spare: Vec<Vec<u8>>,
     /// No row before this one will be read again.
     released: usize,
+    /// The end of the reads so far.
+    read_to: usize,
     /// The decode's error, if it failed.
     error: Option<KimiError>,
     /// The thread that reads the rows, from [`Streamed::reads`].
@@ -135,7 +137,7 @@ impl<D: InOrder, F: Fn() -> Result<D, KimiError> + Sync> Streamed<D, F> {
     }
 
     /// [`Streamed::new`] with chunks of `chunk_rows` rows and the decode
-    /// ahead `ahead_rows` rows past the rows released (1 at least each).
+    /// ahead `ahead_rows` rows past the last row read (1 at least each).
     fn with_sizes(
         header: Header,
         start: F,
@@ -171,8 +173,8 @@ impl<D: InOrder, F: Fn() -> Result<D, KimiError> + Sync> Streamed<D, F> {
         EndReads(self)
     }
 
-    /// Decode ahead of the reads, up to [`AHEAD_BYTES`] of rows past the rows
-    /// released, until every row is decoded, the decode fails or the reads
+    /// Decode ahead of the reads, up to [`AHEAD_BYTES`] of rows past the last
+    /// row read, until every row is decoded, the decode fails or the reads
     /// end. Run on a second thread of the pool while the first reads; on the
     /// reading thread itself (a pool's thread runs the job it left while it
     /// waits for another) it returns at once, as it would wait for itself.
@@ -187,7 +189,7 @@ impl<D: InOrder, F: Fn() -> Result<D, KimiError> + Sync> Streamed<D, F> {
                 if rows.ended || rows.error.is_some() || kept.end == self.header.height {
                     return;
                 }
-                if kept.end < rows.released + self.ahead_rows {
+                if kept.end < rows.read_to.max(rows.released) + self.ahead_rows {
                     break;
                 }
                 rows = self
@@ -268,9 +270,14 @@ impl<D: InOrder, F: Fn() -> Result<D, KimiError> + Sync> RowSource for Streamed<
             return Err(format!("{} bytes asked for rows {first}..{end}", out.len()));
         }
         loop {
-            let rows = lock(&self.rows);
+            let mut rows = lock(&self.rows);
             if let Some(e) = &rows.error {
                 return Err(e.to_string());
+            }
+            if end > rows.read_to {
+                // The decode ahead may go on past these rows.
+                rows.read_to = end;
+                self.changed.notify_all();
             }
             let kept = rows.kept();
             if kept.start > first {
@@ -454,13 +461,10 @@ mod tests {
             });
             let rows_kept = lock(&s.rows);
             assert!(rows_kept.ended);
-            // The decode ahead went no further than 10 rows past the rows
-            // released, rounded up to a chunk (or the rows read).
-            let (released, end) = (rows_kept.released, rows_kept.kept().end);
-            assert!(
-                end <= (released + 10 + 7).max(BANDS[stop_after.max(1) - 1].1),
-                "{end}"
-            );
+            // The decode ahead went no further than 10 rows past the last row
+            // read, rounded up to a chunk.
+            let (read_to, end) = (rows_kept.read_to, rows_kept.kept().end);
+            assert!(end <= read_to + 10 + 7, "{end} {read_to}");
         }
     }
 
