@@ -141,18 +141,18 @@ pub(crate) fn try_buffer<T: Zeroable>(n: usize) -> Result<Vec<T>, AllocFailed> {
 }
 
 /// The largest scratch buffer a thread keeps after use, and how many it keeps:
-/// a 12 MP RGB photo's decode is 36 MB, the resize of an 8000x8000 image under
-/// K3 38 MB, so a worker keeps both for its next image (at most 128 MiB per
-/// thread; larger buffers are freed after their image).
+/// the resize of an 8000x8000 image under K3 is 38 MB, so a worker keeps it
+/// for its next image (at most 64 MiB per thread; larger buffers are freed
+/// after their image).
 const KEPT_SCRATCH_BYTES: usize = 64 << 20;
-const KEPT_SCRATCH_BUFFERS: usize = 2;
+const KEPT_SCRATCH_BUFFERS: usize = 1;
 
 thread_local! {
     /// This thread's scratch buffers, freed by their last user.
     static KEPT: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
 }
 
-/// An image-sized working buffer: decoded pixels, a resize result. Taken
+/// An image-sized working buffer: a resize result. Taken
 /// from the buffers this thread kept after earlier images when one is large
 /// enough (so a stream of photos does not fault in fresh pages for every
 /// image), else newly allocated, fallibly. Given back to the thread when
@@ -295,12 +295,15 @@ mod tests {
                 (again.as_ptr(), again.len(), again[5]),
                 (address, HUGE_PAGE, 9)
             );
-            // A larger one is new (zeroed); both are kept, a third is not.
+            // A larger one is new (zeroed); the largest buffers are kept, as many
+            // as KEPT_SCRATCH_BUFFERS.
             let larger = Scratch::new(4 * HUGE_PAGE).unwrap();
             assert!(larger.iter().all(|&b| b == 0));
             let third = Scratch::new(10).unwrap();
             drop((again, larger, third));
             assert_eq!(KEPT.with(|k| k.borrow().len()), KEPT_SCRATCH_BUFFERS);
+            let largest = KEPT.with(|k| k.borrow().iter().map(Vec::capacity).max());
+            assert_eq!(largest, Some(4 * HUGE_PAGE));
             // Past the kept size, a buffer is freed after use.
             drop(Scratch::new(KEPT_SCRATCH_BYTES + 1).unwrap());
             let caps: Vec<usize> = KEPT.with(|k| k.borrow().iter().map(Vec::capacity).collect());

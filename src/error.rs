@@ -333,7 +333,8 @@ pub enum KimiError {
         /// The file's size.
         bytes: usize,
     },
-    /// The decode buffer of an encoded image cannot be allocated.
+    /// The decoded pixels of an encoded image (or a chunk of their rows)
+    /// cannot be allocated.
     #[error("cannot allocate the decoded {width}x{height}x{channels} image: {reason}")]
     DecodeAllocation {
         /// Width in pixels.

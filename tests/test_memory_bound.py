@@ -153,10 +153,11 @@ def _within_bound(name: str, ours: dict[str, Any], pillow_grown: int) -> None:
 @pytest.mark.parametrize("decode", ["auto", "pillow"])
 def test_rgba_png_13000_costs_no_more_than_pillow_plus_output(tmp_path, decode):
     """A 13000x13000 RGBA PNG (16 MB here, 657 KB in the report) under K3: decoded
-    natively into the pipeline's buffer (or, forced to Pillow, by Pillow into the
-    pipeline's array), resized premultiplied without a full-size copy, composited in
+    natively band by band as the resize reads it (or, forced to Pillow, by Pillow into
+    the pipeline's array), resized premultiplied without a full-size copy, composited in
     place. It cost Pillow + 1.3 GB on 0.1.0, and forced to Pillow 1,940 MiB before
-    Pillow decoded into the pipeline's array."""
+    Pillow decoded into the pipeline's array; natively, it cost 841 MiB while the core
+    decoded it whole (200 MiB now: the output, 149 MiB, plus 51)."""
     path = tmp_path / "rgba.png"
     _streamed_png(path, 13000)
     pillow = _measure("pillow", path)
@@ -164,6 +165,8 @@ def test_rgba_png_13000_costs_no_more_than_pillow_plus_output(tmp_path, decode):
     ours = _measure("ours", path, decode=decode, max_image_pixels=None)
     assert ours["outcome"] == [66564, 3, 14, 14], ours
     _within_bound(f"13000x13000 RGBA PNG, K3, decode={decode}", ours, pillow["grown"])
+    if decode == "auto":  # decoded band by band into the resize (issue #24 item 2): no Pillow term
+        assert ours["grown"] <= ours["out"] + 64 * MIB, ours
 
 
 def test_rgba_png_13000_on_8_threads_costs_no_more_than_pillow_plus_output(tmp_path):
@@ -358,9 +361,19 @@ import kimi_k3_rs as k
 case = sys.argv[1]
 cfg = k.KIMI_K3_MEDIA_PROC_CFG
 if case == "decode":
-    buf = io.BytesIO()
-    Image.new("RGB", (8000, 8000), (90, 120, 200)).save(buf, "PNG", compress_level=1)
-    image = buf.getvalue()
+    # An interlaced (Adam7) PNG, the one kind of file the core decodes whole: solid rows.
+    import struct, zlib
+    z, parts = zlib.compressobj(1), []
+    for x0, y0, dx, dy in [(0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2)]:
+        row = b"\0" + bytes([90, 120, 200]) * ((8000 - x0 + dx - 1) // dx)
+        parts += [z.compress(row) for _ in range((8000 - y0 + dy - 1) // dy)]
+    parts.append(z.flush())
+
+    def chunk(kind, body):
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    ihdr = struct.pack(">IIBBBBB", 8000, 8000, 8, 2, 0, 0, 1)
+    image = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", b"".join(parts)) + chunk(b"IEND", b"")
     small = io.BytesIO()
     Image.new("RGB", (64, 64)).save(small, "PNG")
     k.preprocess(small.getvalue(), cfg)  # loads the native decoder and runs its self-check
@@ -398,9 +411,9 @@ def test_allocation_failure_under_an_address_space_limit_is_an_error_not_an_abor
     """Item 5: with RLIMIT_AS set 24 MiB above the process's size, the call's first
     large allocation fails: the new output (154 MB), the resize result of a 6000x6000
     RGBA array under K3 (39 MB, composited band by band; `out=` given), or the decode buffer of an 8000x8000
-    PNG (192 MB; a JPEG is decoded band by band into the resize, so its first large
-    allocation is the resize's). Each is an ImageError naming the image (0.1.0 aborted:
-    SIGABRT), and the next call works."""
+    interlaced PNG (192 MB: other JPEG and PNG files are decoded band by band into the
+    resize, so their first large allocation is the resize's). Each is an ImageError
+    naming the image (0.1.0 aborted: SIGABRT), and the next call works."""
     import re
 
     proc = subprocess.run(

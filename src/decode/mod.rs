@@ -15,6 +15,7 @@
 pub mod jpeg;
 pub mod png;
 
+use crate::buffers::AllocFailed;
 use crate::error::KimiError;
 
 /// An encoded format this module may decode natively.
@@ -75,6 +76,19 @@ impl Header {
             .ok_or(KimiError::Overflow {
                 what: "decoded image bytes",
             })
+    }
+}
+
+impl Header {
+    /// `KimiError::DecodeAllocation`: the buffer for the decoded pixels (or
+    /// a chunk of their rows) could not be had.
+    pub(crate) fn allocation_failed(&self, e: AllocFailed) -> KimiError {
+        KimiError::DecodeAllocation {
+            width: self.width,
+            height: self.height,
+            channels: self.channels,
+            reason: format!("out of memory ({} bytes)", e.bytes),
+        }
     }
 }
 
@@ -181,6 +195,43 @@ fn blp1_jpeg_stream(data: &[u8]) -> Option<Vec<u8>> {
     let start = offset.max(header_end).min(data.len());
     let end = start.saturating_add(length).min(data.len());
     Some([header, &data[start..end]].concat())
+}
+
+/// A file whose [`route`] was `Route::Native(header)`, decoded a few rows at
+/// a time, in order: [`jpeg::Decoder`] or [`png::Decoder`]. The rows are
+/// [`decode_into`]'s.
+#[derive(Debug)]
+pub enum Decoder<'a> {
+    /// A JPEG's rows.
+    Jpeg(jpeg::Decoder<'a>),
+    /// A PNG's rows (boxed: its inflate state is large).
+    Png(Box<png::Decoder<'a>>),
+}
+
+impl<'a> Decoder<'a> {
+    /// Start decoding `data`, whose route was `Route::Native(header)`.
+    ///
+    /// # Errors
+    /// As [`decode_into`], for the faults met before the first row.
+    pub fn new(data: &'a [u8], header: &Header, limits: &Limits) -> Result<Self, KimiError> {
+        Ok(match header.format {
+            Format::Jpeg => Self::Jpeg(jpeg::Decoder::new(data, header, limits)?),
+            Format::Png => Self::Png(Box::new(png::Decoder::new(data, header)?)),
+        })
+    }
+
+    /// The next `out.len() / (width * channels)` rows into `out` (whole rows,
+    /// no more than are left), all written. After an error the decoder must
+    /// not be read again.
+    ///
+    /// # Errors
+    /// As [`decode_into`].
+    pub fn read(&mut self, out: &mut [u8]) -> Result<(), KimiError> {
+        match self {
+            Self::Jpeg(d) => d.read(out),
+            Self::Png(d) => d.read(out),
+        }
+    }
 }
 
 /// Decode `data`, whose [`route`] was `Route::Native(header)`, into `out`

@@ -19,6 +19,7 @@
 use zlib_rs::{Inflate, InflateError, InflateFlush, Status};
 
 use super::{Format, Header, Limits, Route};
+use crate::buffers::try_buffer;
 use crate::error::KimiError;
 
 /// `PngImagePlugin.MAX_TEXT_CHUNK` (`ImageFile.SAFEBLOCK`): the most bytes a
@@ -408,31 +409,83 @@ struct RawRow {
 
 /// The rows of the image in zlib stream order, as `ZipDecode.c` walks them:
 /// `height` rows, or the rows of each non-empty Adam7 pass.
-fn raw_rows(h: &Header, interlaced: bool) -> impl Iterator<Item = RawRow> + Clone {
-    let (w, ht, c) = (h.width, h.height, h.channels);
-    let passes: &[_] = if interlaced { &ADAM7 } else { &[(0, 0, 1, 1)] };
-    passes.iter().flat_map(move |&(x0, y0, dx, dy)| {
-        let cols = w.saturating_sub(x0).div_ceil(dx);
-        let rows = if cols == 0 { 0..0 } else { y0..ht };
-        rows.step_by(dy).map(move |y| RawRow {
-            y,
-            x0,
-            dx,
-            len: cols * c,
-            first: y == y0,
-        })
-    })
+#[derive(Clone)]
+struct RawRows {
+    width: usize,
+    height: usize,
+    channels: usize,
+    interlaced: bool,
+    /// The pass (0 when not interlaced) and the row of it next.
+    pass: usize,
+    k: usize,
+}
+
+impl RawRows {
+    fn new(h: &Header, interlaced: bool) -> Self {
+        Self {
+            width: h.width,
+            height: h.height,
+            channels: h.channels,
+            interlaced,
+            pass: 0,
+            k: 0,
+        }
+    }
+}
+
+impl Iterator for RawRows {
+    type Item = RawRow;
+
+    fn next(&mut self) -> Option<RawRow> {
+        let passes: &[_] = if self.interlaced {
+            &ADAM7
+        } else {
+            &[(0, 0, 1, 1)]
+        };
+        while let Some(&(x0, y0, dx, dy)) = passes.get(self.pass) {
+            let cols = self.width.saturating_sub(x0).div_ceil(dx);
+            let y = y0 + self.k * dy;
+            if cols == 0 || y >= self.height {
+                (self.pass, self.k) = (self.pass + 1, 0);
+                continue;
+            }
+            self.k += 1;
+            return Some(RawRow {
+                y,
+                x0,
+                dx,
+                len: cols * self.channels,
+                first: y == y0,
+            });
+        }
+        None
+    }
 }
 
 /// Pillow's reads of the `IDAT` run (`ImageFile.load` through
 /// `PngImageFile.load_read`): each chunk's data from its start in pieces of
 /// at most [`READ_BLOCK`] bytes; an empty chunk gives none.
-fn reads(idat: &[(usize, usize)]) -> impl Iterator<Item = (usize, usize)> + '_ {
-    idat.iter().flat_map(|&(start, end)| {
-        (start..end)
-            .step_by(READ_BLOCK)
-            .map(move |at| (at, end.min(at + READ_BLOCK)))
-    })
+#[derive(Default)]
+struct Reads {
+    /// The chunk of the next read, and where in the file it starts (0: at
+    /// the chunk's start).
+    chunk: usize,
+    at: usize,
+}
+
+impl Reads {
+    /// The next read of `idat` (the run's data ranges), as a range of the file.
+    fn next(&mut self, idat: &[(usize, usize)]) -> Option<(usize, usize)> {
+        while let Some(&(start, end)) = idat.get(self.chunk) {
+            let at = self.at.max(start);
+            if at < end {
+                self.at = end.min(at + READ_BLOCK);
+                return Some((at, self.at));
+            }
+            (self.chunk, self.at) = (self.chunk + 1, 0);
+        }
+        None
+    }
 }
 
 /// The end of the room for one bulk inflate call in a buffer of `cap` bytes
@@ -448,6 +501,134 @@ fn bulk_room(rows: impl Iterator<Item = RawRow>, cap: usize) -> Option<usize> {
         end += r.len + 1;
     }
     (end > 0).then_some(end)
+}
+
+/// The decode of a PNG as `ZipDecode.c` runs it under `ImageFile.load`
+/// (see [`decode_into`]), one inflate call at a time ([`Inflater::step`]), so
+/// that a caller can take the rows as they complete.
+struct Inflater<'a> {
+    data: &'a [u8],
+    /// The `IDAT` run's data ranges.
+    idat: Vec<(usize, usize)>,
+    /// The image is interlaced (Adam7).
+    interlaced: bool,
+    reads: Reads,
+    /// What is left of the current read, a range of `data` (empty: the next
+    /// call starts the next read).
+    input: (usize, usize),
+    /// A row completed in the current read.
+    completed: bool,
+    /// The rows not yet complete.
+    rows: std::iter::Peekable<RawRows>,
+    /// Filtered rows, the first from the buffer's start: `filled` bytes so far.
+    buf: Vec<u8>,
+    filled: usize,
+    z: Inflate,
+    /// The room of the last call, when it was a bulk one.
+    bulk: Option<usize>,
+}
+
+impl<'a> Inflater<'a> {
+    /// The decode of `data`, a PNG whose [`route`] was `Route::Native(header)`.
+    ///
+    /// # Errors
+    /// `KimiError::Decode` when the file does not match `header`.
+    fn new(data: &'a [u8], header: &Header) -> Result<Self, KimiError> {
+        let w = match walk(data) {
+            Ok(w) if header.format == Format::Png && verdict(&w) == Route::Native(*header) => w,
+            _ => return Err(fail("file does not match the header")),
+        };
+        let rows = RawRows::new(header, w.interlaced);
+        Ok(Self {
+            data,
+            idat: w.idat,
+            interlaced: w.interlaced,
+            reads: Reads::default(),
+            input: (0, 0),
+            completed: false,
+            rows: rows.peekable(),
+            buf: vec![0u8; BULK.max(header.width * header.channels + 1)],
+            filled: 0,
+            z: Inflate::new(true, WINDOW_BITS),
+            bulk: None,
+        })
+    }
+
+    /// One inflate call, each row it completes handed to `sink` (its filter
+    /// byte, then its bytes; `sink` says false for an unknown filter type):
+    /// `true` when the decode has ended well (the rows still in `self.rows`
+    /// are zero, as in Pillow's zero-initialised image), `false` to go on.
+    ///
+    /// # Errors
+    /// `KimiError::Decode` where `ZipDecode.c` fails: a zlib error, an
+    /// unknown filter type, or the reads running out first.
+    fn step(&mut self, sink: &mut impl FnMut(&RawRow, &[u8]) -> bool) -> Result<bool, KimiError> {
+        if self.input.0 == self.input.1 {
+            let Some(read) = self.reads.next(&self.idat) else {
+                return Err(fail("image file is truncated"));
+            };
+            (self.input, self.completed) = (read, false);
+        }
+        let Some(&r) = self.rows.peek() else {
+            return Ok(true);
+        };
+        let data = self.data;
+        let input = &data[self.input.0..self.input.1];
+        // After a bulk call that ended on a row's end, read on with no room
+        // first, as Pillow's call that filled the row would.
+        let lookahead = self.bulk.is_some() && self.filled == 0;
+        self.bulk = (input.len() > 1 && !lookahead)
+            .then(|| bulk_room(self.rows.clone(), self.buf.len()))
+            .flatten();
+        let (given, room) = match self.bulk {
+            Some(room) => (input.len() - 1, room),
+            None if lookahead => (input.len(), 0),
+            None => (input.len(), r.len + 1),
+        };
+        let (read, written) = (self.z.total_in(), self.z.total_out());
+        let status = self.z.decompress(
+            &input[..given],
+            &mut self.buf[self.filled..room],
+            InflateFlush::NoFlush,
+        );
+        self.input.0 += (self.z.total_in() - read) as usize;
+        self.filled += (self.z.total_out() - written) as usize;
+        let stream_end = match status {
+            Ok(Status::Ok) => false,
+            Ok(Status::StreamEnd) => true,
+            // Nothing to read with no room (a symbol already waits for it).
+            Ok(Status::BufError) if lookahead => false,
+            // zlib's `Z_NEED_DICT` (2) is no error to `ZipDecode.c`: no
+            // row ever completes, so the reads run out.
+            Err(InflateError::NeedDict { .. }) => {
+                self.input.0 = self.input.1;
+                return Ok(false);
+            }
+            Ok(Status::BufError) | Err(_) => {
+                return Err(fail("broken data stream when reading image file"))
+            }
+        };
+        let mut at = 0;
+        while let Some(&r) = self.rows.peek().filter(|r| self.filled - at > r.len) {
+            if !sink(&r, &self.buf[at..=at + r.len]) {
+                return Err(fail(
+                    "unrecognized data stream contents when reading image file",
+                ));
+            }
+            (at, self.completed) = (at + r.len + 1, true);
+            self.rows.next();
+        }
+        self.buf.copy_within(at..self.filled, 0);
+        self.filled -= at;
+        if self.rows.peek().is_none() || (stream_end && self.filled == 0 && self.completed) {
+            return Ok(true);
+        }
+        if stream_end || (self.bulk.is_none() && !lookahead && self.filled <= r.len) {
+            // `ZipDecode.c`: more input needed, the read is done.
+            self.input.0 = self.input.1;
+        }
+        Ok(false)
+    }
 }
 
 /// Decode a PNG whose [`route`] was `Route::Native(header)` into `out`
@@ -492,78 +673,101 @@ pub fn decode_into(
     if out.len() != header.decoded_len()? || header.format != Format::Png {
         return Err(fail("output buffer does not match the header"));
     }
-    let w = match walk(data) {
-        Ok(w) if verdict(&w) == Route::Native(*header) => w,
-        _ => return Err(fail("file does not match the header")),
-    };
-    let mut rows = raw_rows(header, w.interlaced).peekable();
-    let mut sink = Sink::new(out, header, w.interlaced);
-    // Filtered rows, the first from the buffer's start: `filled` bytes so far.
-    let mut buf = vec![0u8; BULK.max(sink.stride + 1)];
-    let mut filled = 0;
-    let mut z = Inflate::new(true, WINDOW_BITS);
-    let mut bulk = None;
-    for (start, end) in reads(&w.idat) {
-        let mut input = &data[start..end];
-        let mut completed = false; // a row completed in this read
-        while let (false, Some(&r)) = (input.is_empty(), rows.peek()) {
-            // After a bulk call that ended on a row's end, read on with no room
-            // first, as Pillow's call that filled the row would.
-            let lookahead = bulk.is_some() && filled == 0;
-            bulk = (input.len() > 1 && !lookahead)
-                .then(|| bulk_room(rows.clone(), buf.len()))
-                .flatten();
-            let (given, room) = match bulk {
-                Some(room) => (input.len() - 1, room),
-                None if lookahead => (input.len(), 0),
-                None => (input.len(), r.len + 1),
-            };
-            let (read, written) = (z.total_in(), z.total_out());
-            let status = z.decompress(
-                &input[..given],
-                &mut buf[filled..room],
-                InflateFlush::NoFlush,
-            );
-            input = &input[(z.total_in() - read) as usize..];
-            filled += (z.total_out() - written) as usize;
-            let stream_end = match status {
-                Ok(Status::Ok) => false,
-                Ok(Status::StreamEnd) => true,
-                // Nothing to read with no room (a symbol already waits for it).
-                Ok(Status::BufError) if lookahead => false,
-                // zlib's `Z_NEED_DICT` (2) is no error to `ZipDecode.c`: no
-                // row ever completes, so the reads run out.
-                Err(InflateError::NeedDict { .. }) => break,
-                Ok(Status::BufError) | Err(_) => {
-                    return Err(fail("broken data stream when reading image file"))
-                }
-            };
-            let mut at = 0;
-            while let Some(&r) = rows.peek().filter(|r| filled - at > r.len) {
-                if !sink.row(&r, &buf[at..=at + r.len]) {
-                    return Err(fail(
-                        "unrecognized data stream contents when reading image file",
-                    ));
-                }
-                (at, completed) = (at + r.len + 1, true);
-                rows.next();
-            }
-            buf.copy_within(at..filled, 0);
-            filled -= at;
-            if rows.peek().is_none() {
-                return Ok(());
-            }
-            if stream_end && filled == 0 && completed {
-                // The rest stay zero, as in Pillow's zero-initialised image.
-                rows.for_each(|r| sink.zero(&r));
-                return Ok(());
-            }
-            if stream_end || (bulk.is_none() && !lookahead && filled <= r.len) {
-                break; // `ZipDecode.c`: more input needed, the read is done
+    let mut inflater = Inflater::new(data, header)?;
+    let mut sink = Sink::new(out, header, inflater.interlaced);
+    while !inflater.step(&mut |r, filtered| sink.row(r, filtered))? {}
+    // The rows not decoded stay zero, as in Pillow's zero-initialised image.
+    inflater.rows.for_each(|r| sink.zero(&r));
+    Ok(())
+}
+
+/// A PNG whose [`route`] was `Route::Native(header)`, decoded a few rows at a
+/// time, in order ([`Decoder::read`]): the rows of `np.asarray(Image.open(...))`
+/// (`width * channels` bytes each), each as its inflate call completes it
+/// ([`decode_into`]'s calls), so that a caller can use each band as it comes.
+/// An interlaced file's rows are known only once its last pass is in: it is
+/// decoded whole first.
+pub struct Decoder<'a> {
+    inflater: Inflater<'a>,
+    /// Bytes of a row.
+    stride: usize,
+    channels: usize,
+    /// The last row unfiltered (zeros before the first): the row above the next.
+    above: Vec<u8>,
+    /// Rows unfiltered and not yet read, from byte `taken` on.
+    ready: Vec<u8>,
+    taken: usize,
+    /// The decode has ended: the rows not unfiltered are zero.
+    ended: bool,
+}
+
+impl std::fmt::Debug for Decoder<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Decoder").finish_non_exhaustive()
+    }
+}
+
+impl<'a> Decoder<'a> {
+    /// Walk the chunks; an interlaced file is decoded whole here.
+    ///
+    /// # Errors
+    /// As [`decode_into`]: `KimiError::Decode` when the file does not match
+    /// `header`; interlaced, for its decode's errors, and
+    /// `KimiError::DecodeAllocation` when its pixels cannot be allocated.
+    pub fn new(data: &'a [u8], header: &Header) -> Result<Self, KimiError> {
+        let inflater = Inflater::new(data, header)?;
+        let stride = header.width * header.channels;
+        let mut decoder = Self {
+            stride,
+            channels: header.channels,
+            above: vec![0; stride],
+            ready: Vec::new(),
+            taken: 0,
+            ended: false,
+            inflater,
+        };
+        if decoder.inflater.interlaced {
+            decoder.ready =
+                try_buffer(header.decoded_len()?).map_err(|e| header.allocation_failed(e))?;
+            decode_into(data, header, &Limits::default(), &mut decoder.ready)?;
+            decoder.ended = true;
+        }
+        Ok(decoder)
+    }
+
+    /// The next `out.len() / (width * channels)` rows into `out` (whole rows,
+    /// no more than are left), all written. After an error the decoder must
+    /// not be read again.
+    ///
+    /// # Errors
+    /// As [`decode_into`].
+    pub fn read(&mut self, out: &mut [u8]) -> Result<(), KimiError> {
+        let mut at = 0;
+        while at < out.len() {
+            if self.taken < self.ready.len() {
+                let n = (out.len() - at).min(self.ready.len() - self.taken);
+                out[at..at + n].copy_from_slice(&self.ready[self.taken..self.taken + n]);
+                (at, self.taken) = (at + n, self.taken + n);
+            } else if self.ended {
+                out[at..].fill(0);
+                break;
+            } else {
+                self.ready.clear();
+                self.taken = 0;
+                let (stride, c) = (self.stride, self.channels);
+                let (ready, above) = (&mut self.ready, &mut self.above);
+                self.ended = self.inflater.step(&mut |_, filtered| {
+                    let start = ready.len();
+                    ready.resize(start + stride, 0);
+                    let row = &mut ready[start..];
+                    let known = unfilter(filtered[0], &filtered[1..], above, row, c);
+                    above.copy_from_slice(row);
+                    known
+                })?;
             }
         }
+        Ok(())
     }
-    Err(fail("image file is truncated"))
 }
 
 /// Where `decode_into` puts each row it unfilters: straight into the image

@@ -23,8 +23,6 @@ mod stream;
 pub use crate::resize::resize_view;
 pub use output::{overlapping_image, BatchOutput, OutBuffer, Output, PixelValues, Preprocessed};
 pub use plan::{item_views, plan, plan_batch, BatchItem, BatchPlan};
-#[cfg(feature = "python")]
-pub(crate) use run::decode_allocation;
 pub use run::{run_batch, run_batch_with, run_planned};
 
 use crate::config::{MediaProcConfig, PillowCompat};

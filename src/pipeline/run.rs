@@ -6,11 +6,10 @@ use super::output::{check_out, new_values, Output, PixelValues, Preprocessed};
 use super::schedule::thread_plan;
 use super::stream::Streamed;
 use super::BatchPlan;
-use crate::buffers::{poison, try_buffer, AllocFailed, Scratch};
+use crate::buffers::{poison, try_buffer, Scratch};
 use crate::composite::Compositor;
 use crate::config::{Background, FillStage, MediaProcConfig, PillowCompat};
-use crate::decode::jpeg::Decoder;
-use crate::decode::{decode_into, Format, Header, Limits};
+use crate::decode::{Decoder, Limits};
 use crate::error::KimiError;
 use crate::geometry::ResizeConfig;
 use crate::image::ImageView;
@@ -195,15 +194,13 @@ fn patchify_bands<T: OutputValue>(
 }
 
 /// [`run_image`] of a view of pixels, or of an encoded view
-/// ([`ImageView::encoded`]): a JPEG decoded band by band as the resize reads
-/// it ([`Streamed`]; with a parallel `run`, decoded ahead on a second thread
-/// of the pool while the bands before are resized), a PNG decoded first into
-/// a [`Scratch`] buffer of this thread (so a stream of photos decodes into
-/// pages already faulted in).
+/// ([`ImageView::encoded`]) decoded band by band as the pipeline reads it
+/// ([`Streamed`]; with a parallel `run`, decoded ahead on a second thread of
+/// the pool while the bands before are resized), never held whole.
 ///
 /// # Errors
-/// Any error of [`decode_into`] and of [`run_image`];
-/// `KimiError::DecodeAllocation` when the decode buffer cannot be allocated.
+/// Any error of [`decode_into`](crate::decode::decode_into) and of [`run_image`];
+/// `KimiError::DecodeAllocation` when a chunk of decoded rows cannot be allocated.
 #[allow(clippy::too_many_arguments)]
 fn run_view<T: OutputValue>(
     image: &ImageView<'_>,
@@ -217,47 +214,20 @@ fn run_view<T: OutputValue>(
     let Some(header) = image.encoded else {
         return run_image(image, r, cfg, table, compat, run, out);
     };
-    if header.format == Format::Jpeg {
-        let limits = Limits::default();
-        let stream = Streamed::new(header, || Decoder::new(image.data, &header, &limits))?;
-        let view = ImageView::from_rows(
-            &stream,
-            image.width,
-            image.height,
-            image.channels,
-            image.channels,
-        )?;
-        let mut reads = || {
-            let _reads = stream.reads();
-            run_image(&view, r, cfg, table, compat, run, out)
-        };
-        let result = if run.parallel {
-            rayon::join(reads, || stream.decode_ahead()).0
-        } else {
-            reads()
-        };
-        return result.map_err(|e| stream.take_error().unwrap_or(e));
-    }
-    let len = header.decoded_len()?;
-    let mut buffer = Scratch::new(len).map_err(|e| decode_allocation(&header, e))?;
-    decode_into(image.data, &header, &Limits::default(), &mut buffer)?;
-    let pixels = ImageView {
-        data: &buffer,
-        encoded: None,
-        ..*image
+    let limits = Limits::default();
+    let stream = Streamed::new(header, || Decoder::new(image.data, &header, &limits))?;
+    let (w, h, ch) = (image.width, image.height, image.channels);
+    let view = ImageView::from_rows(&stream, w, h, ch, ch)?;
+    let mut reads = || {
+        let _reads = stream.reads();
+        run_image(&view, r, cfg, table, compat, run, out)
     };
-    run_image(&pixels, r, cfg, table, compat, run, out)
-}
-
-/// `KimiError::DecodeAllocation`: the buffer for the pixels of the file of
-/// `header` could not be had.
-pub(crate) fn decode_allocation(header: &Header, e: AllocFailed) -> KimiError {
-    KimiError::DecodeAllocation {
-        width: header.width,
-        height: header.height,
-        channels: header.channels,
-        reason: format!("out of memory ({} bytes)", e.bytes),
-    }
+    let result = if run.parallel {
+        rayon::join(reads, || stream.decode_ahead()).0
+    } else {
+        reads()
+    };
+    result.map_err(|e| stream.take_error().unwrap_or(e))
 }
 
 /// Run a planned batch into `out` (`plan.total_values()` values): images in

@@ -1,15 +1,14 @@
 //! An image decoded band by band as the pipeline reads it ([`Streamed`]), so
 //! that the decoded image is never held whole, and, on two threads or more,
 //! decoded ahead on another thread while the bands before are resized. The
-//! pipeline streams JPEGs ([`Decoder`]).
+//! pipeline streams every encoded image ([`Decoder`]).
 
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::ThreadId;
 
 use crate::buffers::{poison, try_buffer};
-use crate::decode::jpeg::Decoder;
-use crate::decode::Header;
+use crate::decode::{Decoder, Header};
 use crate::error::KimiError;
 use crate::image::RowSource;
 
@@ -222,7 +221,7 @@ impl<D: InOrder, F: Fn() -> Result<D, KimiError> + Sync> Streamed<D, F> {
                     Ok(bytes)
                 }
                 None => try_buffer::<u8>(self.chunk_rows * self.row_len)
-                    .map_err(|e| super::run::decode_allocation(&self.header, e)),
+                    .map_err(|e| self.header.allocation_failed(e)),
             }
             .and_then(|mut bytes| {
                 decoder.read(&mut bytes[..n * self.row_len])?;

@@ -111,8 +111,8 @@ pub(crate) fn decode_image<'py>(
     let len = header.decoded_len().map_err(to_py_err)?;
     let pixels = py
         .detach(|| {
-            let mut out = crate::buffers::try_buffer(len)
-                .map_err(|e| crate::pipeline::decode_allocation(&header, e))?;
+            let mut out =
+                crate::buffers::try_buffer(len).map_err(|e| header.allocation_failed(e))?;
             decode::decode_into(data, &header, &Limits::default(), &mut out).map(|()| out)
         })
         .map_err(to_py_err)?;
