@@ -310,10 +310,10 @@ def test_a_config_validated_once_by_content_still_refuses_a_value_equal_to_a_val
     ("exif_transpose", True, 1), ("num_threads", 2, 2.0), ("max_image_pixels", 100, 100.0), ("max_image_pixels", 1, True),
 ])
 def test_options_validated_once_still_refuse_a_value_equal_to_a_valid_one(name, good, bad):
-    """``CallOptions.make`` keeps options by their arguments with their types."""
-    from kimi_k3_rs.options import CallOptions
+    """``call_setup`` keeps a call's config and options by their values with their types."""
+    from kimi_k3_rs.config import call_setup
 
-    assert CallOptions.make(**{name: good}) is CallOptions.make(**{name: good})
+    assert call_setup(cfg("kimi_k25"), **{name: good}) is call_setup(cfg("kimi_k25"), **{name: good})
     with pytest.raises((TypeError, ValueError), match=name):
         kimi_k3_rs.preprocess(noise(30, 30, "RGB", 0), cfg("kimi_k25"), **{name: bad})
 

@@ -13,7 +13,8 @@ from PIL import Image
 from PIL import _imaging as _pillow_core  # what ``PIL.Image.core`` is
 
 from .. import _native, errors
-from ..config import MediaProcConfig, resolve_pillow_compat
+from ..config import MediaProcConfig
+from ..options import resolve_pillow_compat
 
 __all__ = ["enable_pillow_zero_copy"]
 
