@@ -16,9 +16,17 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _native, errors
-from ._input import Item, Kind, as_list, chunk_frames, classify, header_size, naming
+from ._input import (
+    Item,
+    Kind,
+    as_list,
+    chunk_frames,
+    classify,
+    header_size,
+    naming,
+    run_batch,
+)
 from ._pickling import ByConstructor
-from .batch import run_batch
 from .config import REQUIRED_KEYS, MediaProcConfig, call_setup
 from .options import UNSET, CallOptions, Unset
 from .sizing import resize_dict

@@ -13,7 +13,6 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-import numpy as np
 import PIL
 from PIL import Image
 
@@ -217,17 +216,3 @@ def resolve_pillow_compat(pillow_compat: Any) -> str:
         major, minor = (int(part) for part in PIL.__version__.split(".")[:2])
         return next((compat for since, compat in _PILLOW_COMPAT_SINCE if (major, minor) >= since), "12")
     return _native.Options(pillow_compat, "float32", 1).pillow_compat
-
-
-def from_native(values: np.ndarray, dtype: str) -> np.ndarray:
-    """Give half-precision bits their numpy type: float16, and ml_dtypes.bfloat16 when
-    ml_dtypes is installed (else the uint16 bit patterns)."""
-    if dtype == "float16":
-        return values.view(np.float16)
-    if dtype == "bfloat16":
-        try:
-            import ml_dtypes
-        except ImportError:
-            return values
-        return values.view(ml_dtypes.bfloat16)
-    return values

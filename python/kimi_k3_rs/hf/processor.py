@@ -19,9 +19,8 @@ import numpy as np
 from PIL import Image
 
 from .. import _native, errors
-from .._input import as_list, header_size
+from .._input import as_list, header_size, run_batch
 from .._pickling import ByConstructor
-from ..batch import run_batch
 from ..config import (
     TransparentBgConfig,
     call_setup,
