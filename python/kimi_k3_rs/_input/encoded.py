@@ -27,13 +27,19 @@ from PIL import Image, ImageFile, PngImagePlugin
 from PIL import _imaging as _pillow_core  # what ``PIL.Image.core`` is
 
 from .. import _files, _native, errors
-from ..errors import _DECODE_ERRORS, ImageError
+from ..errors import ImageError
 from .native import NATIVE_FORMATS, in_force
 from .pil import SIDE_SWAPPING_ORIENTATIONS, apply_exif, core_pixels, exif_orientation
 
 if TYPE_CHECKING:
     from ..config import MediaProcConfig
     from ..options import CallOptions
+
+#: What Pillow's openers and decoders raise on a corrupt or unreadable file besides
+#: ``ValueError``: ``OSError`` (missing, truncated, unidentified), ``SyntaxError``
+#: (broken PNG chunks), ``NotImplementedError`` (DDS), ``RuntimeError`` (AVIF),
+#: ``KeyError`` / ``IndexError`` / ``struct.error`` / ``EOFError`` (other plugins).
+_DECODE_ERRORS = (OSError, SyntaxError, NotImplementedError, RuntimeError, KeyError, IndexError, EOFError, struct.error)
 
 #: Encoded data as ``Image.open`` is given it: a ``BytesIO`` over the bytes, or a path.
 _Source = Union[io.BytesIO, str, "os.PathLike[str]"]
@@ -562,7 +568,7 @@ def encoded_size(data: Any, exif_transpose: bool, allowed_formats: frozenset[str
         with pixel_limit(None), _open_encoded(source) as image:  # the header only
             _check_opened_format(image, allowed_formats)
             return oriented_size(image, exif_transpose)
-    except errors._DECODE_ERRORS as exc:  # unreadable: as preprocess says it
+    except _DECODE_ERRORS as exc:  # unreadable: as preprocess says it
         raise errors.unreadable(exc) from exc
 
 
