@@ -1,4 +1,4 @@
-//! The Rust API gives the texts `tests/test_messages.py` asserts for Python:
+//! The Rust API gives the texts `tests/test_errors.py` asserts for Python:
 //! one rule, one message, in every layer.
 
 use kimi_k3_rs::error::{abbreviate, MAX_VALUE_CHARS};

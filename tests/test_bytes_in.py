@@ -21,8 +21,9 @@ from reference import reference_preprocess
 
 import kimi_k3_rs as k
 from kimi_k3_rs import _native
-from kimi_k3_rs._input import classify
+from kimi_k3_rs._input import encoded
 from kimi_k3_rs._input import native as native_decode
+from kimi_k3_rs.options import CallOptions
 
 CONFIGS = {
     "k25": cfg("kimi_k25"),
@@ -176,8 +177,8 @@ def test_a_forced_mismatch_disables_that_format_only(monkeypatch):
     assert paths["jpeg"].startswith("pillow: the native JPEG decoder disagrees with Pillow"), paths
     assert paths["png"].startswith("native:"), paths
     # the JPEG now goes through Pillow, still exact
-    item, encoded = native_decode.route(classify(FILES["jpeg-420"]), False)
-    assert encoded is None and item.value == FILES["jpeg-420"]
+    read, native = encoded.route(FILES["jpeg-420"], 0, CallOptions.make())
+    assert native is None and read == FILES["jpeg-420"]
     want_pv, _ = reference_preprocess([FILES["jpeg-420"]], CONFIGS["k25"])
     assert k.preprocess(FILES["jpeg-420"], CONFIGS["k25"])["pixel_values"].tobytes() == want_pv.tobytes()
 

@@ -399,8 +399,8 @@ class FakeTensor:
 
 
 def test_fake_tensor_is_detected_as_torch():
-    assert kimi_k3_rs._input.kinds._is_torch_tensor(FakeTensor(np.zeros((2, 2), np.uint8)))
-    assert not kimi_k3_rs._input.kinds._is_torch_tensor(np.zeros((2, 2), np.uint8))
+    assert kimi_k3_rs._input.arrays.is_torch_tensor(FakeTensor(np.zeros((2, 2), np.uint8)))
+    assert not kimi_k3_rs._input.arrays.is_torch_tensor(np.zeros((2, 2), np.uint8))
 
 
 TENSOR_LAYOUTS = {

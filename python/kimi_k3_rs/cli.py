@@ -41,6 +41,7 @@ import numpy as np
 from PIL import Image
 
 from . import _files, errors
+from ._input import from_native
 from ._native import __version__
 from .arrow import (
     _STORAGE,
@@ -52,7 +53,6 @@ from .arrow import (
     arrow_schema,
 )
 from .config import kimi_k3_media_proc_cfg, kimi_k25_media_proc_cfg, load_media_proc_cfg
-from .options import from_native
 
 _PRESETS = {"kimi-k3": kimi_k3_media_proc_cfg, "kimi-k2.5": kimi_k25_media_proc_cfg}
 

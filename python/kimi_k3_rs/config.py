@@ -1,4 +1,5 @@
-"""``media_proc_cfg`` validation and the published presets.
+"""``media_proc_cfg`` validation, the published presets, and :func:`call_setup` (the
+config and options of a call, validated once per set of values).
 
 Reproduces the config handling of the Kimi-K2.5 / Kimi-K3 checkpoint processors
 (``kimi_k3_vision_processing.py``: ``KimiK3VisionProcessor.__init__`` and the
@@ -13,12 +14,20 @@ import copy
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
-from typing import Any, cast
+from dataclasses import dataclass, field
+from typing import Any
 
 import PIL
 
 from . import _files, _native, errors
+from ._pickling import ByConstructor
+from .options import (
+    DEFAULT_MAX_DECODED_BYTES,
+    DEFAULT_MAX_IMAGE_PIXELS,
+    NUM_THREADS_ENV,
+    CallOptions,
+    resolve_pillow_compat,
+)
 
 __all__ = [
     "REQUIRED_KEYS",
@@ -27,47 +36,12 @@ __all__ = [
     "MediaProcConfig",
     "TransparentBgConfig",
     "VideoConfig",
+    "call_setup",
     "kimi_k3_media_proc_cfg",
     "kimi_k25_media_proc_cfg",
     "load_media_proc_cfg",
     "resolve_pillow_compat",
 ]
-
-
-class ByConstructor:
-    """Pickling and copying through the constructor, for every class of the package that
-    holds state (the configs, the options, the processor, the deferred inputs).
-
-    An object pickles, and copies (``copy.copy``, ``copy.deepcopy``), as the keyword
-    arguments of its constructor (:meth:`__getstate__`); loading calls that constructor on
-    them and takes the attributes of the object it builds (:meth:`__setstate__`). So a
-    loaded object has passed every check a new one passes, and a pickle holding anything
-    else (crafted, damaged, or another layout) raises the constructor's own error.
-
-    A class gives :meth:`_constructor_kwargs` (default: a dataclass's init fields) and,
-    when it validates through another constructor than the class, :meth:`_construct`.
-    """
-
-    __slots__ = ()
-
-    def _constructor_kwargs(self) -> dict[str, Any]:
-        """The keyword arguments :meth:`_construct` rebuilds this object from."""
-        return {f.name: getattr(self, f.name) for f in fields(cast(Any, self)) if f.init}
-
-    @classmethod
-    def _construct(cls, **kwargs: Any) -> Any:
-        """The validating constructor a load goes through: the class itself."""
-        return cls(**kwargs)
-
-    def __getstate__(self) -> dict[str, Any]:
-        """The pickled state: :meth:`_constructor_kwargs`."""
-        return self._constructor_kwargs()
-
-    def __setstate__(self, state: Any) -> None:
-        """Load ``state`` through :meth:`_construct` (its errors, e.g. ``TypeError`` for an
-        unknown or missing argument, or a state that is not a dict)."""
-        built = type(self)._construct(**state)
-        self.__dict__.update(built.__dict__)
 
 
 #: The keys sglang requires, in the order its error message lists them.
@@ -407,6 +381,55 @@ def _content_key(value: Any) -> str | None:
         return None
 
 
+def call_setup(
+    media_proc_cfg: Any,
+    pillow_compat: Any = "auto",
+    exif_transpose: Any = False,
+    dtype: Any = "float32",
+    num_threads: Any = None,
+    max_image_pixels: Any = DEFAULT_MAX_IMAGE_PIXELS,
+    max_decoded_bytes: Any = DEFAULT_MAX_DECODED_BYTES,
+    allowed_formats: Any = None,
+) -> tuple[MediaProcConfig, CallOptions]:
+    """The config (:meth:`MediaProcConfig.from_dict`) and options
+    (:meth:`kimi_k3_rs.options.CallOptions.make`) of one call of an entry point,
+    validated once per set of values: kept by the config's content (its JSON text, as
+    :meth:`MediaProcConfig.from_dict` keeps it; a :class:`MediaProcConfig` by its identity) and
+    the options' values with their types (``True`` and ``1`` apart, as validation tells
+    them), the ``KIMI_K3_RS_NUM_THREADS`` they read and the Pillow version
+    ``pillow_compat="auto"`` follows, so that a call with the same config and options as
+    an earlier one pays one dict lookup. Configs :meth:`MediaProcConfig.from_dict` does
+    not keep, and unhashable options (a list of formats), are validated on every call;
+    failures are never kept.
+
+    Raises:
+        TypeError / ConfigError / KimiK3Error: as :meth:`MediaProcConfig.from_dict`, then
+            as :meth:`~kimi_k3_rs.options.CallOptions.make`, for a bad value.
+    """
+    args = (pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels, max_decoded_bytes, allowed_formats)
+    # a MediaProcConfig by its address: its entry keeps it alive, so no other takes that address
+    config_key = id(media_proc_cfg) if isinstance(media_proc_cfg, MediaProcConfig) else _content_key(media_proc_cfg)
+    env = os.environ.get(NUM_THREADS_ENV) if num_threads is None else None
+    key = (config_key, env, PIL.__version__, *((type(a), a) for a in args))
+    try:
+        made = _CALLS.get(key) if config_key is not None else None
+    except TypeError:  # unhashable options: validated, not kept
+        config_key = None
+        made = None
+    if made is None:
+        made = MediaProcConfig.from_dict(media_proc_cfg), CallOptions.make(*args)
+        if config_key is not None:
+            if len(_CALLS) >= _VALIDATED_MOST:
+                _CALLS.clear()
+            _CALLS[key] = made
+    return made
+
+
+#: Configs and options :func:`call_setup` validated, by its key; cleared when it reaches
+#: :data:`_VALIDATED_MOST` entries.
+_CALLS: dict[tuple[Any, ...], tuple[MediaProcConfig, CallOptions]] = {}
+
+
 #: The largest ``preprocessor_config.json`` :func:`load_media_proc_cfg` reads, in
 #: bytes (1 MiB; the published ones are about 1 KB).
 MAX_CONFIG_BYTES = 1 << 20
@@ -467,30 +490,3 @@ def load_preprocessor_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     if not isinstance(data, dict) or not isinstance(data.get("media_proc_cfg"), dict):
         raise errors.no_media_proc_cfg_in(path)
     return data
-
-
-#: The first Pillow release of each resize pass-order rule, newest first:
-#: ``(major, minor)`` and its ``pillow_compat`` value; older releases are ``"12"``.
-_PILLOW_COMPAT_SINCE: tuple[tuple[tuple[int, int], str], ...] = (((13, 0), "13"), ((12, 2), "12.2"))
-
-
-def resolve_pillow_compat(pillow_compat: Any) -> str:
-    """Resolve ``pillow_compat`` to ``"12"``, ``"12.2"`` or ``"13"``, the resize pass-order
-    rule of a Pillow release (``reference-spec.md`` section 5.1):
-
-    * ``"12"``: Pillow 12.0 - 12.1, horizontal pass first, always.
-    * ``"12.2"``: Pillow 12.2 - 12.3, vertical pass first for an image more than 100
-      times as tall as wide that loses height (``Image.resize``, python-pillow PR 9524).
-    * ``"13"``: Pillow 13, vertical pass first when the height loses more than twice as
-      many pixels as the width (``ImagingResampleInner``, PR 9549).
-
-    ``"auto"`` means the installed Pillow, by its major and minor version
-    (``_PILLOW_COMPAT_SINCE``). Other values are checked by the core.
-
-    Raises:
-        KimiK3Error: any value other than ``"auto"``, ``"12"``, ``"12.2"`` or ``"13"``.
-    """
-    if pillow_compat == "auto":
-        major, minor = (int(part) for part in PIL.__version__.split(".")[:2])
-        return next((compat for since, compat in _PILLOW_COMPAT_SINCE if (major, minor) >= since), "12")
-    return _native.Options(pillow_compat, "float32", 1).pillow_compat

@@ -16,9 +16,18 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _native, errors
-from ._input import Item, Kind, as_list, chunk_frames, classify, header_size, naming
-from .batch import run_batch
-from .config import REQUIRED_KEYS, ByConstructor, MediaProcConfig
+from ._input import (
+    Item,
+    Kind,
+    as_list,
+    chunk_frames,
+    classify,
+    header_size,
+    naming,
+    run_batch,
+)
+from ._pickling import ByConstructor
+from .config import REQUIRED_KEYS, MediaProcConfig, call_setup
 from .options import UNSET, CallOptions, Unset
 from .sizing import resize_dict
 
@@ -337,12 +346,12 @@ def _prepare(
             raise flavour.no_config()
         if flavour.keys_error is not None and any(key not in media_proc_cfg for key in REQUIRED_KEYS):
             raise flavour.keys_error()
-        cfg = MediaProcConfig.from_dict(media_proc_cfg)
         flag = getattr(processor, "exif_transpose", False)
-        base = CallOptions.make(exif_transpose=flag if isinstance(flag, bool) else False)
+        cfg, base = call_setup(media_proc_cfg, exif_transpose=flag if isinstance(flag, bool) else False)
     if flavour.rgb and (cfg.transparent_bg_config is not None or cfg.transparent_bg_fill_stage != "before_resize"):
         cfg = dataclasses.replace(cfg, transparent_bg_config=None, transparent_bg_fill_stage="before_resize")
-    opts = CallOptions.make(
+    cfg, opts = call_setup(
+        cfg,
         base.compat if pillow_compat is None else pillow_compat,
         base.exif_transpose if exif_transpose is None else exif_transpose,
         base.dtype if dtype is None else dtype,

@@ -18,7 +18,6 @@ raises them as they are; any other fault met while an input is read becomes an
 from __future__ import annotations
 
 import functools
-import struct
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
@@ -33,12 +32,6 @@ from ._native import (
 )
 
 __all__ = ["ConfigError", "ImageError", "ImageTooLargeError", "KimiK3Error", "abbreviate"]
-
-#: What Pillow's openers and decoders raise on a corrupt or unreadable file besides
-#: ``ValueError``: ``OSError`` (missing, truncated, unidentified), ``SyntaxError``
-#: (broken PNG chunks), ``NotImplementedError`` (DDS), ``RuntimeError`` (AVIF),
-#: ``KeyError`` / ``IndexError`` / ``struct.error`` / ``EOFError`` (other plugins).
-_DECODE_ERRORS = (OSError, SyntaxError, NotImplementedError, RuntimeError, KeyError, IndexError, EOFError, struct.error)
 
 _P = ParamSpec("_P")
 _E = TypeVar("_E", bound=BaseException)

@@ -1,7 +1,9 @@
-"""Per-call options: validation of ``pillow_compat`` .. ``max_image_pixels``, and ``out=`` / dtypes.
+"""Per-call options: validation of ``pillow_compat`` .. ``allowed_formats``, and the
+resize pass-order rule ``pillow_compat`` names (:func:`resolve_pillow_compat`).
 
 ``CallOptions`` is what every entry point (``preprocess``, ``KimiK3VisionProcessor``,
-``prepare_kimi_k3_encoder_inputs``) validates its keyword options into.
+``prepare_kimi_k3_encoder_inputs``) validates its keyword options into, through
+:func:`kimi_k3_rs.config.call_setup`.
 """
 
 from __future__ import annotations
@@ -11,14 +13,19 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-import numpy as np
 import PIL
 from PIL import Image
 
 from . import _native, errors
-from .config import ByConstructor, resolve_pillow_compat
+from ._pickling import ByConstructor
 
-__all__ = ["DEFAULT_MAX_DECODED_BYTES", "DEFAULT_MAX_IMAGE_PIXELS", "NUM_THREADS_ENV", "VISION_FORMATS"]
+__all__ = [
+    "DEFAULT_MAX_DECODED_BYTES",
+    "DEFAULT_MAX_IMAGE_PIXELS",
+    "NUM_THREADS_ENV",
+    "VISION_FORMATS",
+    "resolve_pillow_compat",
+]
 
 #: The formats a public endpoint needs (``allowed_formats=VISION_FORMATS``): what
 #: phones, browsers and screenshot tools send. By default every format Pillow reads
@@ -161,42 +168,13 @@ class CallOptions(ByConstructor):
         max_decoded_bytes: Any = DEFAULT_MAX_DECODED_BYTES,
         allowed_formats: Any = None,
     ) -> CallOptions:
-        """The options of these keyword arguments, validated once per set of values:
-        kept by the values with their types (``True`` and ``1`` apart, as validation
-        tells them), the ``KIMI_K3_RS_NUM_THREADS`` they read and the Pillow version
-        ``pillow_compat="auto"`` follows, so that a call with
-        the same options as an earlier one pays a dict lookup. Unhashable arguments (a
-        list of formats) are validated on every call; failures are never kept.
+        """The options of these keyword arguments, validated (``num_threads=None`` reads
+        ``KIMI_K3_RS_NUM_THREADS``); :func:`kimi_k3_rs.config.call_setup` keeps them by
+        their values for the calls of an entry point.
 
         Raises:
             TypeError / KimiK3Error: as the entry points document, for a bad value.
         """
-        args = (pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels, max_decoded_bytes, allowed_formats)
-        env = os.environ.get(NUM_THREADS_ENV) if num_threads is None else None
-        key = (env, PIL.__version__, *((type(a), a) for a in args))
-        try:
-            made = _MADE.get(key)
-        except TypeError:  # unhashable: validated, not kept
-            return cls._validate(*args)
-        if made is None:
-            made = cls._validate(*args)
-            if len(_MADE) >= _MADE_MOST:
-                _MADE.clear()
-            _MADE[key] = made
-        return made
-
-    @classmethod
-    def _validate(
-        cls,
-        pillow_compat: Any,
-        exif_transpose: Any,
-        dtype: Any,
-        num_threads: Any,
-        max_image_pixels: Any,
-        max_decoded_bytes: Any,
-        allowed_formats: Any,
-    ) -> CallOptions:
-        """:meth:`make` without its cache."""
         native = _native.Options(
             resolve_pillow_compat(pillow_compat), dtype, _env_threads() if num_threads is None else num_threads
         )
@@ -213,21 +191,28 @@ class CallOptions(ByConstructor):
         )
 
 
-#: Options :meth:`CallOptions.make` validated, by their arguments; cleared when it reaches
-#: :data:`_MADE_MOST` entries.
-_MADE: dict[tuple[Any, ...], CallOptions] = {}
-_MADE_MOST = 64
+#: The first Pillow release of each resize pass-order rule, newest first:
+#: ``(major, minor)`` and its ``pillow_compat`` value; older releases are ``"12"``.
+_PILLOW_COMPAT_SINCE: tuple[tuple[tuple[int, int], str], ...] = (((13, 0), "13"), ((12, 2), "12.2"))
 
 
-def from_native(values: np.ndarray, dtype: str) -> np.ndarray:
-    """Give half-precision bits their numpy type: float16, and ml_dtypes.bfloat16 when
-    ml_dtypes is installed (else the uint16 bit patterns)."""
-    if dtype == "float16":
-        return values.view(np.float16)
-    if dtype == "bfloat16":
-        try:
-            import ml_dtypes
-        except ImportError:
-            return values
-        return values.view(ml_dtypes.bfloat16)
-    return values
+def resolve_pillow_compat(pillow_compat: Any) -> str:
+    """Resolve ``pillow_compat`` to ``"12"``, ``"12.2"`` or ``"13"``, the resize pass-order
+    rule of a Pillow release (``reference-spec.md`` section 5.1):
+
+    * ``"12"``: Pillow 12.0 - 12.1, horizontal pass first, always.
+    * ``"12.2"``: Pillow 12.2 - 12.3, vertical pass first for an image more than 100
+      times as tall as wide that loses height (``Image.resize``, python-pillow PR 9524).
+    * ``"13"``: Pillow 13, vertical pass first when the height loses more than twice as
+      many pixels as the width (``ImagingResampleInner``, PR 9549).
+
+    ``"auto"`` means the installed Pillow, by its major and minor version
+    (``_PILLOW_COMPAT_SINCE``). Other values are checked by the core.
+
+    Raises:
+        KimiK3Error: any value other than ``"auto"``, ``"12"``, ``"12.2"`` or ``"13"``.
+    """
+    if pillow_compat == "auto":
+        major, minor = (int(part) for part in PIL.__version__.split(".")[:2])
+        return next((compat for since, compat in _PILLOW_COMPAT_SINCE if (major, minor) >= since), "12")
+    return _native.Options(pillow_compat, "float32", 1).pillow_compat

@@ -17,19 +17,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import _native  # noqa: F401  (kept as ``processor._native``: callers patch the core through it)
-from .batch import run_batch
-from .config import MediaProcConfig
+from ._input import run_batch
+from .config import MediaProcConfig, call_setup
 from .deferred import KimiK3EncoderInputs, prepare_kimi_k3_encoder_inputs
 from .errors import ImageTooLargeError
 
 if TYPE_CHECKING:  # resolved at run time by __getattr__ (kimi_k3_rs.hf imported on first use)
     from .hf import PREPROCESSOR_CONFIG_NAME, KimiK3VisionProcessor
-from ._input import as_list
 from .options import (
     DEFAULT_MAX_DECODED_BYTES,
     DEFAULT_MAX_IMAGE_PIXELS,
     NUM_THREADS_ENV,
-    CallOptions,
 )
 from .sizing import count_image_tokens, navit_resize_config
 
@@ -201,11 +199,17 @@ def preprocess(
         >>> out["pixel_values"].shape, out["grid_thws"].tolist()
         ((256, 3, 14, 14), [[1, 16, 16]])
     """
-    cfg = MediaProcConfig.from_dict(media_proc_cfg)
-    opts = CallOptions.make(
-        pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels, max_decoded_bytes, allowed_formats
+    cfg, opts = call_setup(
+        media_proc_cfg,
+        pillow_compat,
+        exif_transpose,
+        dtype,
+        num_threads,
+        max_image_pixels,
+        max_decoded_bytes,
+        allowed_formats,
     )
-    pixel_values, grid_thws = run_batch(as_list(images), cfg, opts, out)
+    pixel_values, grid_thws = run_batch(images, cfg, opts, out)
     return {"pixel_values": pixel_values, "grid_thws": grid_thws}
 
 

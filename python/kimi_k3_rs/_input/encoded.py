@@ -1,8 +1,12 @@
-"""Encoded images (bytes, paths, data URLs) to PIL images, with the decompression-bomb guards.
+"""Encoded images (bytes, paths, data URLs) to what the core takes, with the format
+allow-list and the decompression-bomb guards.
 
-Opens encoded data as the checkpoint's ``kimi_k3_vision_processing.py: _to_pil`` does
-(``Image.open``, lazily; first frame; no EXIF rotation), refusing data whose header
-claims more than ``max_image_pixels`` before anything is decoded.
+:func:`load` hands a JPEG or PNG the core decodes itself to the core as it is
+(:func:`route`, :mod:`kimi_k3_rs._input.native`); it opens the rest as the checkpoint's
+``kimi_k3_vision_processing.py: _to_pil`` does (``Image.open``, lazily; first frame; no
+EXIF rotation), refusing data whose header claims more than ``max_image_pixels`` before
+anything is decoded, and takes it through the reference's mode steps
+(:func:`kimi_k3_rs._input.pil.core_pixels`).
 """
 
 from __future__ import annotations
@@ -16,31 +20,33 @@ import math
 import os
 import struct
 from collections.abc import Iterator
-from typing import Any, BinaryIO, NamedTuple, Union
+from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple, Union
 
 import numpy as np
-from PIL import Image, PngImagePlugin
+from PIL import Image, ImageFile, PngImagePlugin
 from PIL import _imaging as _pillow_core  # what ``PIL.Image.core`` is
 
 from .. import _files, _native, errors
-from ..errors import _DECODE_ERRORS, ImageError
-from .kinds import (
-    SIDE_SWAPPING_ORIENTATIONS,
-    Item,
-    Kind,
-    apply_exif,
-    exif_orientation,
-    kind_of,
-    tensor_array,
-    tensor_layout,
-)
+from ..errors import ImageError
+from .native import NATIVE_FORMATS, in_force
+from .pil import SIDE_SWAPPING_ORIENTATIONS, apply_exif, core_pixels, exif_orientation
+
+if TYPE_CHECKING:
+    from ..config import MediaProcConfig
+    from ..options import CallOptions
+
+#: What Pillow's openers and decoders raise on a corrupt or unreadable file besides
+#: ``ValueError``: ``OSError`` (missing, truncated, unidentified), ``SyntaxError``
+#: (broken PNG chunks), ``NotImplementedError`` (DDS), ``RuntimeError`` (AVIF),
+#: ``KeyError`` / ``IndexError`` / ``struct.error`` / ``EOFError`` (other plugins).
+_DECODE_ERRORS = (OSError, SyntaxError, NotImplementedError, RuntimeError, KeyError, IndexError, EOFError, struct.error)
 
 #: Encoded data as ``Image.open`` is given it: a ``BytesIO`` over the bytes, or a path.
 _Source = Union[io.BytesIO, str, "os.PathLike[str]"]
 
 
 def encoded_source(data: Any) -> _Source:
-    """Encoded image data (a :data:`Kind.ENCODED <kimi_k3_rs._input.kinds.Kind>` value)
+    """Encoded image data (a :data:`Kind.ENCODED <kimi_k3_rs._input.Kind>` value)
     as the checkpoint's ``_to_pil`` hands it to ``Image.open``.
 
     ``bytes`` / ``bytearray`` / ``memoryview``: the encoded file; ``str`` starting with
@@ -254,34 +260,18 @@ def _check_opened_format(image: Image.Image, allowed_formats: frozenset[str] | N
 
 @contextlib.contextmanager
 def loaded_image(
-    item: Item,
+    data: Any,
     exif_transpose: bool = False,
     max_image_pixels: int | None = None,
     max_decoded_bytes: int | None = None,
     allowed_formats: frozenset[str] | None = None,
 ) -> Iterator[Image.Image | np.ndarray]:
-    """Yield the image of ``item`` (a PIL image or a uint8 array: a large L / RGB / RGBA
-    file is decoded into an array, :func:`_load_into_array`); a file this function
-    opened is closed afterwards. Tensors become numpy views; EXIF is applied on request;
-    encoded data of a format not in ``allowed_formats``, or over ``max_image_pixels`` or
-    ``max_decoded_bytes``, is refused from its magic bytes and header.
-
-    Raises:
-        ValueError: the checkpoint's ``Unsupported data type`` for an input of no kind
-            the package reads.
-    """
-    if item.kind is Kind.ARRAY:
-        yield item.value
-        return
-    if item.kind is Kind.TENSOR:
-        yield tensor_array(item.value)
-        return
-    if item.kind is Kind.PIL:
-        yield apply_exif(item.value, exif_transpose)
-        return
-    if item.kind is not Kind.ENCODED:
-        raise errors.unsupported_data_type(item.value)
-    source = encoded_source(item.value)
+    """Yield the image of encoded ``data`` (a PIL image or a uint8 array: a large L /
+    RGB / RGBA file is decoded into an array, :func:`_load_into_array`), closed
+    afterwards; EXIF is applied on request; data of a format not in
+    ``allowed_formats``, or over ``max_image_pixels`` or ``max_decoded_bytes``, is
+    refused from its magic bytes and header."""
+    source = encoded_source(data)
     check_format(source, allowed_formats)
     # An ICO's entries are checked from their own headers (which know the XOR + AND
     # mask layout whose doubled height Pillow's ICO plugin checks): no second check.
@@ -296,7 +286,90 @@ def loaded_image(
             yield pixels
             return
         _load(image)
-        yield apply_exif(image, exif_transpose)
+        yield apply_exif(image) if exif_transpose else image
+
+
+def load(data: Any, index: int, cfg: MediaProcConfig, opts: CallOptions) -> _native.BatchItem:
+    """Encoded ``data`` as the core takes it, image ``index`` of its batch: the file
+    itself when the core decodes it (:func:`route`), else decoded by Pillow
+    (:func:`pillow_load`).
+
+    Raises:
+        ImageError: data that cannot be read or decoded, over the limits of ``opts`` or
+            of a format not allowed (the caller names the image).
+    """
+    read, native = route(data, index, opts)
+    return native if native is not None else pillow_load(read, index, cfg, opts)
+
+
+def pillow_load(data: Any, index: int, cfg: MediaProcConfig, opts: CallOptions) -> _native.BatchItem:
+    """Encoded ``data`` that the core does not decode (:func:`route` said so), decoded by
+    Pillow (:func:`loaded_image`, with the limits of ``opts``) and taken through the
+    reference's mode steps (:func:`kimi_k3_rs._input.pil.core_pixels`): image ``index``
+    of its batch, with its sizing if already resized."""
+    with loaded_image(
+        data, opts.exif_transpose, opts.max_image_pixels, opts.max_decoded_bytes, opts.allowed_formats
+    ) as image:
+        if isinstance(image, np.ndarray):  # read in place: C-contiguous, or RGB of RGBX
+            return _native.BatchItem.image(image, index)
+        pixels, resized = core_pixels(image, cfg, opts.native)
+    return _native.BatchItem.image(pixels, index, resized)
+
+
+#: The magic bytes of the formats the core reads: those with a native decoder
+#: (``decode.rs: Format::sniff``), and BLP1, whose JPEG stream it checks for the JPEG cost bounds.
+_MAGIC = (b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n", b"BLP1")
+
+
+def _encoded_bytes(data: Any) -> bytes | None:
+    """The encoded file ``data`` (bytes-like, a data URL or a path) as bytes when it is a
+    JPEG, PNG or BLP1 (read whole, as Pillow's ``load`` reads it); None for any other
+    format (a path of another format is read no further than its magic bytes)."""
+    source = encoded_source(data)
+    if isinstance(source, io.BytesIO):
+        raw = source.getvalue()
+    else:
+        with open_path(source) as fp:
+            raw = fp.read(8)
+            if not raw.startswith(_MAGIC):
+                return None
+            raw += fp.read()
+    return raw if raw.startswith(_MAGIC) else None
+
+
+def route(data: Any, index: int, opts: CallOptions) -> tuple[Any, _native.BatchItem | None]:
+    """Route encoded ``data``, image ``index`` of its batch: ``(its bytes, its batch
+    item)`` when the core decodes it natively, its header checked against the limits of
+    ``opts`` (:func:`check_header`), else ``(data for Pillow, None)`` (a JPEG or PNG
+    already read comes back as its bytes, so a path is read once).
+
+    Every JPEG (and the JPEG inside a BLP1 file) is checked against the JPEG cost bounds
+    here (scans, 8x8 blocks per byte of the file, block passes of the scans: the core's
+    ``decode::jpeg::route``), whichever decoder runs it, and
+    every JPEG and PNG for ``allowed_formats`` (an MPO, which only Pillow tells from a
+    JPEG, goes to Pillow when MPO is not allowed, and is refused there).
+    Nothing is native while ``ImageFile.LOAD_TRUNCATED_IMAGES`` is true (Pillow then
+    decodes truncated files, the native decoders refuse them), nor for a format whose
+    self-check failed (:func:`kimi_k3_rs._input.native.in_force`).
+
+    Raises:
+        ImageError: corrupt headers, a JPEG over its cost bounds, or a format not in
+            ``allowed_formats``.
+    """
+    raw = _encoded_bytes(data)
+    if raw is None:
+        return data, None
+    allowed_formats = opts.allowed_formats
+    check_format(raw, allowed_formats)
+    routed = _native.route_encoded(raw, exif_transpose=opts.exif_transpose)
+    if not isinstance(routed, _native.EncodedImage) or ImageFile.LOAD_TRUNCATED_IMAGES:
+        return raw, None
+    if allowed_formats is not None and routed.format == "JPEG" and "MPO" not in allowed_formats:
+        return raw, None
+    if routed.format not in NATIVE_FORMATS or not in_force(routed.format):
+        return raw, None
+    check_header(routed.size, routed.mode, opts.max_image_pixels, opts.max_decoded_bytes, file_bytes=len(raw))
+    return raw, _native.BatchItem.image(routed, index)
 
 
 #: Per PIL mode: the mode of Pillow's storage that :func:`_load_into_array` maps onto
@@ -476,30 +549,16 @@ def _check_ico(source: _Source, max_image_pixels: int) -> bool:
     return entries is not None
 
 
-def header_size(data: Any, exif_transpose: bool, allowed_formats: frozenset[str] | None = None) -> tuple[int, int]:
-    """``(width, height)`` of one image (not a media dict) as the pixel path will see
-    it, reading no pixels where it can (file headers; tensor shapes; EXIF orientations
-    5..8 swap the sides). No ``max_image_pixels`` limit applies: sizing works on any
-    size; ``allowed_formats`` does (:func:`check_format`). An ICO, which Pillow decodes
-    to open it, is sized from its headers (:func:`_ico_entries`).
+def encoded_size(data: Any, exif_transpose: bool, allowed_formats: frozenset[str] | None = None) -> tuple[int, int]:
+    """``(width, height)`` of encoded ``data`` as the pixel path will see it, from its
+    header (EXIF orientations 5..8 swap the sides). No ``max_image_pixels`` limit
+    applies: sizing works on any size; ``allowed_formats`` does (:func:`check_format`).
+    An ICO, which Pillow decodes to open it, is sized from its headers
+    (:func:`_ico_entries`).
 
     Raises:
-        ValueError: the checkpoint's ``Unsupported data type`` for a value of no kind the
-            package reads; what reading the header raises (an :class:`ImageError` for
-            unreadable data).
+        ImageError: unreadable data, or a format not in ``allowed_formats``.
     """
-    kind = kind_of(data)
-    if kind is Kind.ARRAY:
-        return _native.image_size(data)
-    if kind is Kind.PIL:
-        return _oriented_size(data, exif_transpose)
-    if kind is Kind.TENSOR:
-        height, width, _, _ = tensor_layout(data)
-        if height == 0 or width == 0:
-            raise errors.empty_tensor(tuple(data.shape))
-        return width, height
-    if kind is not Kind.ENCODED:
-        raise errors.unsupported_data_type(data)
     source = encoded_source(data)
     try:
         check_format(source, allowed_formats)
@@ -508,12 +567,12 @@ def header_size(data: Any, exif_transpose: bool, allowed_formats: frozenset[str]
             return entries[0].size
         with pixel_limit(None), _open_encoded(source) as image:  # the header only
             _check_opened_format(image, allowed_formats)
-            return _oriented_size(image, exif_transpose)
-    except errors._DECODE_ERRORS as exc:  # unreadable: as preprocess says it
+            return oriented_size(image, exif_transpose)
+    except _DECODE_ERRORS as exc:  # unreadable: as preprocess says it
         raise errors.unreadable(exc) from exc
 
 
-def _oriented_size(image: Image.Image, exif_transpose: bool) -> tuple[int, int]:
+def oriented_size(image: Image.Image, exif_transpose: bool) -> tuple[int, int]:
     """``image.size``, swapped when ``exif_transpose`` would turn the image (5..8),
     unless the format's plugin turns it itself when it loads (:func:`_turned_on_load`)."""
     width, height = image.size

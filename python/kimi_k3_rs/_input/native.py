@@ -1,14 +1,14 @@
-"""Native JPEG / PNG decoding: the per-format self-check, ``decode_path()``, and the
-routing of encoded inputs (bytes, data URLs, paths) to the core's decoders.
+"""Native JPEG / PNG decoding: the per-format self-check, ``decode_path()``, and finding
+Pillow's libjpeg.
 
 The core decodes JPEG with the libjpeg-turbo that the installed Pillow links (loaded
 at run time) and PNG with zlib's inflate (the ``zlib-rs`` port) called as Pillow's
-``ZipDecode.c`` calls it, giving the bytes of the checkpoint's
-``_to_pil`` (``Image.open`` + ``load``) for the files its headers route natively
-(``_native.route_encoded``); every other file goes to Pillow, as before. On first use
-each format is checked once per process: a small corpus made with Pillow's encoder is
-decoded both ways, and any disagreement leaves that format with Pillow. A forked child
-inherits the result. ``KIMI_K3_RS_DECODE=pillow`` sends every file to Pillow.
+``ZipDecode.c`` calls it, giving the bytes of the checkpoint's ``_to_pil`` (``Image.open``
++ ``load``) for the files its headers route natively (``_native.route_encoded``, read by
+:func:`kimi_k3_rs._input.encoded.route`); every other file goes to Pillow. On first use
+each format is checked once per process (:func:`in_force`): a small corpus made with
+Pillow's encoder is decoded both ways, and any disagreement leaves that format with
+Pillow. A forked child inherits the result. ``KIMI_K3_RS_DECODE=pillow`` sends every file to Pillow.
 """
 
 from __future__ import annotations
@@ -21,11 +21,9 @@ from typing import Any
 
 import numpy as np
 import PIL
-from PIL import Image, ImageFile
+from PIL import Image
 
 from .. import _native, errors
-from .encoded import check_format, encoded_source, open_path, pixel_limit
-from .kinds import Item, Kind
 
 __all__ = ["DECODE_ENV", "decode_path", "find_pillow_libjpeg"]
 
@@ -34,7 +32,7 @@ __all__ = ["DECODE_ENV", "decode_path", "find_pillow_libjpeg"]
 DECODE_ENV = "KIMI_K3_RS_DECODE"
 
 #: The formats with a native decoder, by the key ``decode_path()`` gives them.
-_FORMATS = {"JPEG": "jpeg", "PNG": "png"}
+NATIVE_FORMATS = {"JPEG": "jpeg", "PNG": "png"}
 
 _lock = threading.Lock()
 #: ``format key -> (native in force, why)``, once the self-check has run.
@@ -64,6 +62,12 @@ def decode_path() -> dict[str, str]:
             or ``pillow``.
     """
     return {key: why for key, (_, why) in _checked().items()}
+
+
+def in_force(fmt: str) -> bool:
+    """Whether the core decodes files of ``fmt`` (a key of :data:`NATIVE_FORMATS`) in this
+    process: its self-check passed (run on first use)."""
+    return _checked()[NATIVE_FORMATS[fmt]][0]
 
 
 def _checked() -> dict[str, tuple[bool, str]]:
@@ -124,6 +128,9 @@ def _disagreement(fmt: str) -> tuple[str | None, int]:
         if path != "native":
             return f"{name} (routed to Pillow: {native})", len(corpus)
         # Pillow's own pixel limit, which a caller may have lowered, is no part of the check
+        # (imported here: kimi_k3_rs._input.encoded imports this module)
+        from .encoded import pixel_limit
+
         with pixel_limit(None), Image.open(io.BytesIO(data)) as image:
             expected = np.asarray(image)
         if native.shape != expected.shape or not np.array_equal(native, expected):
@@ -136,7 +143,7 @@ def _self_check() -> dict[str, tuple[bool, str]]:
     if forced not in ("", "auto", "pillow"):
         raise errors.bad_decode_env(DECODE_ENV, forced)
     if forced == "pillow":
-        return {key: (False, f"pillow: {DECODE_ENV}=pillow") for key in _FORMATS.values()}
+        return {key: (False, f"pillow: {DECODE_ENV}=pillow") for key in NATIVE_FORMATS.values()}
     paths: dict[str, tuple[bool, str]] = {}
     library = find_pillow_libjpeg()
     try:
@@ -146,7 +153,7 @@ def _self_check() -> dict[str, tuple[bool, str]]:
     else:
         if jpeg_library is None:
             paths["jpeg"] = (False, "pillow: no libjpeg found beside the installed Pillow")
-    for fmt, key in _FORMATS.items():
+    for fmt, key in NATIVE_FORMATS.items():
         if key in paths:
             continue
         library_text = jpeg_library if fmt == "JPEG" else "zlib-rs inflate"
@@ -156,62 +163,6 @@ def _self_check() -> dict[str, tuple[bool, str]]:
         else:
             paths[key] = (False, f"pillow: the native {fmt} decoder disagrees with Pillow {PIL.__version__} on {bad}")
     return paths
-
-
-#: The magic bytes of the formats the core reads: those with a native decoder
-#: (``decode.rs: Format::sniff``), and BLP1, whose JPEG stream it checks for the JPEG cost bounds.
-_MAGIC = (b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n", b"BLP1")
-
-
-def _encoded_bytes(data: Any) -> bytes | None:
-    """The encoded file ``data`` (bytes-like, a data URL or a path) as bytes when it is a
-    JPEG, PNG or BLP1 (read whole, as Pillow's ``load`` reads it); None for any other
-    format (a path of another format is read no further than its magic bytes)."""
-    source = encoded_source(data)
-    if isinstance(source, io.BytesIO):
-        raw = source.getvalue()
-    else:
-        with open_path(source) as fp:
-            raw = fp.read(8)
-            if not raw.startswith(_MAGIC):
-                return None
-            raw += fp.read()
-    return raw if raw.startswith(_MAGIC) else None
-
-
-def route(
-    item: Item, exif_transpose: bool, allowed_formats: frozenset[str] | None = None
-) -> tuple[Item, _native.EncodedImage | None]:
-    """Route one input: ``(item, EncodedImage)`` when the core decodes it natively,
-    else ``(item for Pillow, None)`` (a JPEG or PNG already read comes back as its
-    bytes, so a path is read once); an input of another kind than an encoded file
-    comes back as it is.
-
-    Every JPEG (and the JPEG inside a BLP1 file) is checked against the JPEG cost bounds
-    here (scans, 8x8 blocks per byte of the file, block passes of the scans: the core's
-    ``decode::jpeg::route``), whichever decoder runs it, and
-    every JPEG and PNG for ``allowed_formats`` (an MPO, which only Pillow tells from a
-    JPEG, goes to Pillow when MPO is not allowed, and is refused there).
-    Nothing is native while ``ImageFile.LOAD_TRUNCATED_IMAGES`` is true (Pillow then
-    decodes truncated files, the native decoders refuse them).
-
-    Raises:
-        ImageError: corrupt headers, a JPEG over its cost bounds, or a format not in
-            ``allowed_formats``.
-    """
-    raw = _encoded_bytes(item.value) if item.kind is Kind.ENCODED else None
-    if raw is None:
-        return item, None
-    check_format(raw, allowed_formats)
-    read = Item(Kind.ENCODED, raw)
-    routed = _native.route_encoded(raw, exif_transpose=exif_transpose)
-    if not isinstance(routed, _native.EncodedImage) or ImageFile.LOAD_TRUNCATED_IMAGES:
-        return read, None
-    if allowed_formats is not None and routed.format == "JPEG" and "MPO" not in allowed_formats:
-        return read, None
-    if not _checked()[_FORMATS[routed.format]][0]:
-        return read, None
-    return read, routed
 
 
 # --- libjpeg -----------------------------------------------------------------

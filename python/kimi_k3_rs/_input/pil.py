@@ -1,4 +1,5 @@
-"""PIL modes: the reference's mode steps, with the resample in Rust where it is 8-bit.
+"""PIL images: the reference's mode steps, with the resample in Rust where it is 8-bit;
+Pillow's pixels read in place; EXIF orientations.
 
 Reproduces what ``kimi_k3_vision_processing.py: fill_transparent_bg_with`` and Pillow's
 ``Image.resize`` / ``Image.convert`` do to an image of each mode; the Rust core then
@@ -7,13 +8,18 @@ composites, pads, normalises and patchifies.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 import PIL
-from PIL import Image
+from PIL import Image, ImageOps
 from PIL import _imaging as _pillow_core  # what ``PIL.Image.core`` is
 
 from .. import _native, errors
-from ..config import MediaProcConfig, resolve_pillow_compat
+from ..options import resolve_pillow_compat
+
+if TYPE_CHECKING:
+    from ..config import MediaProcConfig
 
 __all__ = ["enable_pillow_zero_copy"]
 
@@ -39,6 +45,25 @@ _SIGNED_BANDS = {"LAB": np.array([0, 128, 128], dtype=np.uint8)}
 
 #: 3-band modes, stored by Pillow in 4-byte pixels whose 4th byte its resample sets to 0.
 _THREE_BAND_MODES = frozenset({"YCbCr", "HSV", "LAB"})
+
+
+#: EXIF orientation values that ``ImageOps.exif_transpose`` acts on; 5..8 swap the sides.
+_EXIF_ORIENTATION_TAG = 0x0112
+_TRANSPOSING_ORIENTATIONS = frozenset(range(2, 9))
+SIDE_SWAPPING_ORIENTATIONS = frozenset(range(5, 9))
+
+
+def exif_orientation(image: Image.Image) -> Any:
+    """The EXIF Orientation value ``ImageOps.exif_transpose`` reads (1 when absent)."""
+    return image.getexif().get(_EXIF_ORIENTATION_TAG, 1)
+
+
+def apply_exif(image: Image.Image) -> Image.Image:
+    """``ImageOps.exif_transpose(image)`` when the orientation moves pixels (the callers
+    call it under ``exif_transpose=True``)."""
+    if exif_orientation(image) in _TRANSPOSING_ORIENTATIONS:
+        return ImageOps.exif_transpose(image)
+    return image
 
 
 def _convert(image: Image.Image, mode: str) -> Image.Image:
@@ -102,8 +127,9 @@ def _converted(image: Image.Image, mode: str) -> np.ndarray | _native.PillowRows
     if rows is None:
         return _pixels_of(_convert(image, mode))
     # Pillow's refusal, raised here: a 1x1 crop with the image's palette (a crop of a P
-    # image without one gets a default palette, which convert would take).
-    probe = image.crop((0, 0, 1, 1))
+    # image without one gets a default palette, which convert would take), cropped as
+    # ``Image.crop`` crops a loaded image, without its size check (of 1 pixel).
+    probe = image._new(image.im.crop((0, 0, 1, 1)))
     probe.palette = image.palette.copy() if image.palette is not None else None
     _convert(probe, mode)
     return rows
@@ -166,33 +192,13 @@ def resize_in_mode(image: Image.Image, new_size: tuple[int, int], options: _nati
     return out
 
 
-def _read_in_place(array: np.ndarray) -> bool:
-    """Whether the core reads ``array`` as it is: C-contiguous, or the RGB view
-    ``a[..., :3]`` of a C-contiguous uint8 ``HxWx4`` array ``a`` (RGBX / RGBA pixels,
-    whose colour bytes the core reads at a pixel stride of 4: ``borrow.rs:
-    rgb_of_four_byte_pixels``)."""
-    if array.flags.c_contiguous:
-        return True
-    base = array.base
-    return (
-        isinstance(base, np.ndarray)
-        and array.ndim == 3
-        and base.shape == (*array.shape[:2], 4)
-        and array.shape[2] == 3
-        and base.dtype == np.uint8
-        and base.flags.c_contiguous
-        and array.strides == (4 * array.shape[1], 4, 1)
-        and array.ctypes.data == base.ctypes.data
-    )
-
-
 def core_pixels(
-    image: Image.Image | np.ndarray, cfg: MediaProcConfig, options: _native.Options
+    image: Image.Image, cfg: MediaProcConfig, options: _native.Options
 ) -> tuple[np.ndarray | _native.PillowRows, tuple[int, int, int, int, int] | None]:
-    """Turn one loaded image into (uint8 HWC array or a ``PillowRows`` the core reads
+    """Turn one loaded PIL image into (uint8 HWC array or a ``PillowRows`` the core reads
     band by band, its sizing if already resized).
 
-    Arrays and PIL ``L`` (without ``transparency``, or with no background), ``LA``,
+    PIL ``L`` (without ``transparency``, or with no background), ``LA``,
     ``RGB``, ``RGBA`` go to Rust as they are. For other modes the reference's mode steps
     run here (the checkpoint's ``_to_pil``, ``kimi_k3_vision_processing.py:
     KimiK3VisionProcessor.preprocess`` and Pillow ``PIL/Image.py: Image.resize``):
@@ -207,8 +213,6 @@ def core_pixels(
     reads as it is), with the values ``np.asarray`` gives; an image in several blocks,
     and a conversion, are read band by band during the native call.
     """
-    if isinstance(image, np.ndarray):  # the core checks dtype, shape and channels
-        return (image if _read_in_place(image) else np.ascontiguousarray(image)), None
     mode = image.mode
     if mode in _NATIVE_MODES and not (
         mode == "L" and cfg.transparent_bg_config is not None and "transparency" in image.info

@@ -19,18 +19,16 @@ import numpy as np
 from PIL import Image
 
 from .. import _native, errors
-from .._input import as_list, header_size
-from ..batch import run_batch
+from .._input import as_list, header_size, run_batch
+from .._pickling import ByConstructor
 from ..config import (
-    ByConstructor,
-    MediaProcConfig,
     TransparentBgConfig,
+    call_setup,
     load_preprocessor_config,
 )
 from ..options import (
     DEFAULT_MAX_DECODED_BYTES,
     DEFAULT_MAX_IMAGE_PIXELS,
-    CallOptions,
 )
 from ..sizing import resize_dict
 from .hub import (
@@ -166,11 +164,17 @@ class KimiK3VisionProcessor(ByConstructor):
         for name in attributes:
             if name in _OWN_ATTRIBUTES or hasattr(KimiK3VisionProcessor, name):
                 raise errors.own_member_as_attribute(name)
-        self.config = MediaProcConfig.from_dict(media_proc_cfg)
-        self._media_proc_cfg: dict[str, Any] = copy.deepcopy(dict(media_proc_cfg))
-        self.options = CallOptions.make(
-            pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels, max_decoded_bytes, allowed_formats
+        self.config, self.options = call_setup(
+            media_proc_cfg,
+            pillow_compat,
+            exif_transpose,
+            dtype,
+            num_threads,
+            max_image_pixels,
+            max_decoded_bytes,
+            allowed_formats,
         )
+        self._media_proc_cfg: dict[str, Any] = copy.deepcopy(dict(media_proc_cfg))
         self.checkpoint_flavour = checkpoint_flavour(self._media_proc_cfg, attributes)
         # after the processor's own (transformers' error for an attribute it cannot set
         # shows the processor's repr)
