@@ -376,35 +376,43 @@ def test_threads_equal_serial_on_a_mixed_batch():
         assert got["pixel_values"].tobytes() == serial["pixel_values"].tobytes()
 
 
-def _large_jpegs() -> dict[str, bytes]:
-    """JPEGs larger than the streamed decode's chunks and its decode ahead (8 MiB of
-    rows): camera-like grain on a photo, baseline 4:2:0, progressive 4:4:4, grey."""
+def _large_files() -> dict[str, bytes]:
+    """Files larger than the streamed decode's chunks (256 KiB of rows) and its decode
+    ahead (8 MiB): camera-like grain on a photo as JPEG (baseline 4:2:0, progressive
+    4:4:4, grey) and PNG (RGB, RGBA with varied alpha, LA, grey)."""
     rng = np.random.default_rng(24)
     pixels = np.asarray(_photo_rgb(4000, 3000)).astype(np.int16)
     pixels += rng.integers(-6, 7, pixels.shape, dtype=np.int16)
     rgb = Image.fromarray(pixels.clip(0, 255).astype(np.uint8))
+    small = rgb.resize((2900, 2100))
+    rgba = small.convert("RGBA")
+    rgba.putalpha(Image.fromarray(rng.integers(0, 256, (2100, 2900), dtype=np.uint8)))
     return {
         "jpeg-420-4000x3000": encode(rgb, "JPEG", quality=90),
-        "jpeg-444-progressive-2900x2100": encode(
-            rgb.resize((2900, 2100)), "JPEG", quality=90, subsampling=0, progressive=True
-        ),
+        "jpeg-444-progressive-2900x2100": encode(small, "JPEG", quality=90, subsampling=0, progressive=True),
         "jpeg-L-4000x3000": encode(rgb.convert("L"), "JPEG", quality=90),
+        "png-rgb-2900x2100": encode(small, "PNG", compress_level=1),
+        "png-rgba-2900x2100": encode(rgba, "PNG", compress_level=1),
+        "png-la-2900x2100": encode(rgba.convert("LA"), "PNG", compress_level=1),
+        "png-L-4000x3000": encode(rgb.convert("L"), "PNG", compress_level=1),
     }
 
 
 @pytest.mark.slow
-def test_large_jpegs_streamed_into_the_resize_equal_the_reference():
-    """Issue #24 item 2: a JPEG from bytes is decoded band by band as the resize reads
-    it (on two threads or more, decoded ahead on a second thread while the bands
+def test_large_files_streamed_into_the_resize_equal_the_reference():
+    """Issue #24 item 2: a JPEG or PNG from bytes is decoded band by band as the resize
+    reads it (on two threads or more, decoded ahead on a second thread while the bands
     before are resized), never whole: every byte as the reference's, resized under
-    K2.5 and K3 or not resized (a 2900x2100 image under a limit it fits), on 1, 2
-    and 3 threads, under the poison mode (every chunk of decoded rows starts as
-    garbage); and a file truncated halfway fails with Pillow's message on each."""
+    K2.5, K3 and K3 composited before the resize, or not resized (2900x2100 under a
+    limit it fits), on 1, 2 and 3 threads, under the poison mode (every chunk of
+    decoded rows starts as garbage); a file cut halfway fails on every thread count
+    with the message of the whole decode (``_native.decode_image``)."""
     unresized = cfg("kimi_k25", in_patch_limit=40000, patch_limit_on_one_side=512)
-    for name, data in _large_jpegs().items():
+    for name, data in _large_files().items():
+        assert isinstance(_native.route_encoded(data), _native.EncodedImage), name  # decoded natively
         with Image.open(io.BytesIO(data)) as image:
             pixels = np.asarray(image)
-        presets = {"k25": CONFIGS["k25"], "k3": CONFIGS["k3"]}
+        presets = dict(CONFIGS)
         if "2900x2100" in name:
             presets["unresized"] = unresized
         for preset, config in presets.items():
@@ -415,9 +423,12 @@ def test_large_jpegs_streamed_into_the_resize_equal_the_reference():
                 assert got["pixel_values"].tobytes() == want_pv.tobytes(), (name, preset, threads)
         if "progressive" not in name:
             half = data[: len(data) // 2]
+            with pytest.raises(k.ImageError) as whole:
+                _native.decode_image(half)
             for threads in (1, 2):
-                with pytest.raises(k.ImageError, match=r"^image 0: cannot decode JPEG: image file is truncated$"):
+                with pytest.raises(k.ImageError) as streamed:
                     k.preprocess(half, CONFIGS["k25"], num_threads=threads)
+                assert str(streamed.value) == f"image 0: {whole.value}", (name, threads)
 
 
 def test_a_decode_error_names_its_batch_index():

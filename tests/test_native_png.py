@@ -103,6 +103,14 @@ def pillow(data: bytes) -> np.ndarray | Exception:
         return e
 
 
+#: The failures of ``ZipDecode.c`` as ``ImageFile.load`` reports them.
+ZIP_DECODE_ERRORS = (
+    "image file is truncated",
+    "broken data stream when reading image file",
+    "unrecognized data stream contents when reading image file",
+)
+
+
 def check(data: bytes, exif_transpose: bool = False) -> str:
     """Decode natively and hold it to Pillow; returns "native", "pillow" or "error"."""
     ref = pillow(data)
@@ -110,6 +118,12 @@ def check(data: bytes, exif_transpose: bool = False) -> str:
         kind, value = _native.decode_image(data, exif_transpose=exif_transpose)
     except kimi_k3_rs.ImageError as e:
         assert isinstance(ref, Exception), f"native failed ({e}) where Pillow decodes"
+        # A failure of the image data is the same failure as Pillow's: its message, less
+        # the count of bytes it left ("image file is truncated (N bytes not processed)").
+        # (The chunk walk's failures are worded here, not as Pillow's parsers word them.)
+        detail = str(e).removeprefix("cannot decode PNG: ")
+        if detail in ZIP_DECODE_ERRORS:
+            assert str(ref).startswith(detail), (str(e), repr(ref))
         return "error"
     if kind == "pillow":
         assert isinstance(value, str) and value
@@ -403,6 +417,30 @@ def test_the_issue_21_file_fails_as_in_pillow() -> None:
     assert isinstance(ref, OSError) and "broken data stream" in str(ref)
     assert check(data) == "error"
     with pytest.raises(kimi_k3_rs.ImageError, match="broken data stream"):
+        kimi_k3_rs.preprocess(data, kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG)
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        # A byte of row 3 is written before the bad code: Pillow's call for row 1 (of one
+        # row) stopped at row 2's first literal, and it unfiltered row 1 first.
+        (b"\0\x01\x02\x03" + b"\x07\x04\x05\x06" + b"\0\x07\x08\x09" + b"\0",
+         "unrecognized data stream contents when reading image file"),
+        # The bad code follows row 1's last byte: the call that filled row 1 reads on into it.
+        (b"\0\x01\x02\x03" + b"\x07\x04\x05\x06", "broken data stream when reading image file"),
+    ],
+)
+def test_a_row_of_an_unknown_filter_then_a_broken_code_fails_as_in_pillow(rows: bytes, message: str) -> None:
+    # A 3x5 L image whose row 1 has filter type 7, then an invalid distance code
+    # (fixed code 30). The native decode inflates many rows a call; it failed with the
+    # broken stream in the first case (the damaged middle of a large PNG showed it).
+    z = Bits().literals(rows).fixed(257).code(30, 5).stream(rows)
+    data = SIG + chunk(b"IHDR", struct.pack(">IIBBBBB", 3, 5, 8, 0, 0, 0, 0)) + chunk(b"IDAT", z) + chunk(b"IEND", b"")
+    ref = pillow(data)
+    assert isinstance(ref, OSError) and str(ref) == message
+    assert check(data) == "error"
+    with pytest.raises(kimi_k3_rs.ImageError, match=f"^image 0: cannot decode PNG: {message}$"):
         kimi_k3_rs.preprocess(data, kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG)
 
 

@@ -593,23 +593,32 @@ impl<'a> Inflater<'a> {
         );
         self.input.0 += (self.z.total_in() - read) as usize;
         self.filled += (self.z.total_out() - written) as usize;
-        let stream_end = match status {
-            Ok(Status::Ok) => false,
-            Ok(Status::StreamEnd) => true,
+        let (stream_end, broken) = match status {
+            Ok(Status::Ok) => (false, false),
+            Ok(Status::StreamEnd) => (true, false),
             // Nothing to read with no room (a symbol already waits for it).
-            Ok(Status::BufError) if lookahead => false,
+            Ok(Status::BufError) if lookahead => (false, false),
             // zlib's `Z_NEED_DICT` (2) is no error to `ZipDecode.c`: no
             // row ever completes, so the reads run out.
             Err(InflateError::NeedDict { .. }) => {
                 self.input.0 = self.input.1;
                 return Ok(false);
             }
-            Ok(Status::BufError) | Err(_) => {
-                return Err(fail("broken data stream when reading image file"))
-            }
+            Ok(Status::BufError) | Err(_) => (false, true),
+        };
+        // The rows this call completed. After an error, those that Pillow's
+        // calls of one row each would have unfiltered (and checked the filter
+        // type of) first: every one zlib wrote a byte past before the error;
+        // not one that ends where the error was met, whose own call (zlib
+        // reads on after it fills the row, to the next byte it must write)
+        // meets the error.
+        let done = if broken {
+            self.filled.saturating_sub(1)
+        } else {
+            self.filled
         };
         let mut at = 0;
-        while let Some(&r) = self.rows.peek().filter(|r| self.filled - at > r.len) {
+        while let Some(&r) = self.rows.peek().filter(|r| done - at > r.len) {
             if !sink(&r, &self.buf[at..=at + r.len]) {
                 return Err(fail(
                     "unrecognized data stream contents when reading image file",
@@ -617,6 +626,9 @@ impl<'a> Inflater<'a> {
             }
             (at, self.completed) = (at + r.len + 1, true);
             self.rows.next();
+        }
+        if broken {
+            return Err(fail("broken data stream when reading image file"));
         }
         self.buf.copy_within(at..self.filled, 0);
         self.filled -= at;
