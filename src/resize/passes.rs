@@ -48,6 +48,7 @@ fn horizontal_into<const S: usize, const C: usize>(
     grow(&mut columns.input, most * S * ROWS)?;
     let most = tiles.iter().map(|t| t.outputs.len()).max().unwrap_or(0);
     grow(&mut columns.output, most * C * ROWS)?;
+    let avx2 = matches!(path, SimdPath::Avx2 | SimdPath::Avx512);
     for (band, out_band) in out.chunks_mut(out_row_len * ROWS).enumerate() {
         let y0 = band * ROWS;
         let rows = out_band.len() / out_row_len;
@@ -66,7 +67,7 @@ fn horizontal_into<const S: usize, const C: usize>(
             let (in_len, out_len) = (x.len() * S, xx.len() * C);
             let tile_inputs = inputs.map(|row| &row[x.start * S..x.end * S]);
             let input = &mut columns.input[..in_len * ROWS];
-            rows_to_columns(&tile_inputs, in_len, input);
+            rows_to_columns(&tile_inputs, in_len, input, avx2);
             if premultiply {
                 premultiply_columns::<S>(input);
             }
