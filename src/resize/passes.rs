@@ -76,7 +76,7 @@ fn horizontal_into<const S: usize, const C: usize>(
                 let (start, k) = coeffs.taps(xx.start + i);
                 weighted_sum(input, S * ROWS, start - x.start, k, column, path);
             }
-            columns_to_rows(output, out_len, &mut outputs, xx.start * C);
+            columns_to_rows(output, out_len, &mut outputs, xx.start * C, avx2);
         }
     }
     Ok(())
