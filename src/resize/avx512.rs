@@ -78,8 +78,10 @@ pub(super) unsafe fn weighted_sum(
     super::avx2::weighted_sum(&src[l..], stride, start, k, &mut out[l..]);
 }
 
-/// AVX-512 VNNI version of [`super::scalar::weighted_sum`] on the weights'
-/// digit `groups` (see [`super::Coefficients`]): four taps per `vpdpbusd`,
+/// AVX-512 VNNI version of [`super::scalar::weighted_sum`] for each of `jobs`,
+/// `(start, n, groups, out)`: the sum of `n` taps from row `start` of `src`
+/// into `out`, on the weights' digit `groups` (see [`super::Coefficients`]);
+/// one call for a whole tile of the horizontal pass. Four taps per `vpdpbusd`,
 /// 64 lanes per step (the last step masked, so no byte past `out` or past a
 /// tap's row is read).
 ///
@@ -101,17 +103,15 @@ pub(super) unsafe fn weighted_sum(
 /// back in order by the packs that narrow them (also within blocks).
 ///
 /// # Safety
-/// The CPU must support AVX-512 F, BW and VNNI, `groups` must hold
-/// `n.div_ceil(4)` groups, and `(start + n - 1) * stride + out.len()` must not
-/// exceed `src.len()` (checked by the caller, [`super::weighted_sum`]).
+/// The CPU must support AVX-512 F, BW and VNNI, and for every job `n` must be
+/// at least 1, `groups` must hold `n.div_ceil(4)` groups and
+/// `(start + n - 1) * stride + out.len()` must not exceed `src.len()` (checked
+/// by the caller, [`super::weighted_sums`]).
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-pub(super) unsafe fn weighted_sum_vnni(
+pub(super) unsafe fn weighted_sums_vnni<'a>(
     src: &[u8],
     stride: usize,
-    start: usize,
-    n: usize,
-    groups: &[[u32; 3]],
-    out: &mut [u8],
+    jobs: impl Iterator<Item = (usize, usize, &'a [[u32; 3]], &'a mut [u8])>,
 ) {
     use std::arch::x86_64::{
         __m512i, _mm512_add_epi32, _mm512_dpbusd_epi32, _mm512_mask_storeu_epi8,
@@ -150,56 +150,59 @@ pub(super) unsafe fn weighted_sum_vnni(
             }
         }
     }
-    let len = out.len();
-    let base = src.as_ptr().add(start * stride);
-    let dst = out.as_mut_ptr();
-    let (full, rest) = (n / 4, n % 4);
-    let mut l = 0;
-    while l < len {
-        let mask = if len - l >= 64 {
-            u64::MAX
-        } else {
-            (1u64 << (len - l)) - 1
-        };
-        let p = base.add(l);
-        let row = |t: usize| _mm512_maskz_loadu_epi8(mask, p.add(t * stride).cast());
-        let mut acc = [[_mm512_setzero_si512(); 4]; 3];
-        for (g, &group) in groups[..full].iter().enumerate() {
-            let t = 4 * g;
-            madd(
-                &mut acc,
-                interleave([row(t), row(t + 1), row(t + 2), row(t + 3)]),
-                group,
+    for (start, n, groups, out) in jobs {
+        let len = out.len();
+        let base = src.as_ptr().add(start * stride);
+        let dst = out.as_mut_ptr();
+        let (full, rest) = (n / 4, n % 4);
+        let mut l = 0;
+        while l < len {
+            let mask = if len - l >= 64 {
+                u64::MAX
+            } else {
+                (1u64 << (len - l)) - 1
+            };
+            let p = base.add(l);
+            let row = |t: usize| _mm512_maskz_loadu_epi8(mask, p.add(t * stride).cast());
+            let mut acc = [[_mm512_setzero_si512(); 4]; 3];
+            for (g, &group) in groups[..full].iter().enumerate() {
+                let t = 4 * g;
+                madd(
+                    &mut acc,
+                    interleave([row(t), row(t + 1), row(t + 2), row(t + 3)]),
+                    group,
+                );
+            }
+            if rest > 0 {
+                let t = 4 * full;
+                let r = std::array::from_fn(|i| {
+                    if i < rest {
+                        row(t + i)
+                    } else {
+                        _mm512_setzero_si512()
+                    }
+                });
+                madd(&mut acc, interleave(r), groups[full]);
+            }
+            let [s0, s1, s2] = acc;
+            let sum = |q: usize| {
+                let hi = _mm512_add_epi32(
+                    _mm512_slli_epi32::<16>(s2[q]),
+                    _mm512_slli_epi32::<8>(s1[q]),
+                );
+                let s =
+                    _mm512_add_epi32(_mm512_add_epi32(hi, s0[q]), _mm512_set1_epi32(ROUND_BIAS));
+                // -512..=511: the packs below clip it to 0..=255
+                _mm512_srai_epi32::<22>(s)
+            };
+            let words01 = _mm512_packus_epi32(sum(0), sum(1));
+            let words23 = _mm512_packus_epi32(sum(2), sum(3));
+            _mm512_mask_storeu_epi8(
+                dst.add(l).cast(),
+                mask,
+                _mm512_packus_epi16(words01, words23),
             );
+            l += 64;
         }
-        if rest > 0 {
-            let t = 4 * full;
-            let r = std::array::from_fn(|i| {
-                if i < rest {
-                    row(t + i)
-                } else {
-                    _mm512_setzero_si512()
-                }
-            });
-            madd(&mut acc, interleave(r), groups[full]);
-        }
-        let [s0, s1, s2] = acc;
-        let sum = |q: usize| {
-            let hi = _mm512_add_epi32(
-                _mm512_slli_epi32::<16>(s2[q]),
-                _mm512_slli_epi32::<8>(s1[q]),
-            );
-            let s = _mm512_add_epi32(_mm512_add_epi32(hi, s0[q]), _mm512_set1_epi32(ROUND_BIAS));
-            // -512..=511: the packs below clip it to 0..=255
-            _mm512_srai_epi32::<22>(s)
-        };
-        let words01 = _mm512_packus_epi32(sum(0), sum(1));
-        let words23 = _mm512_packus_epi32(sum(2), sum(3));
-        _mm512_mask_storeu_epi8(
-            dst.add(l).cast(),
-            mask,
-            _mm512_packus_epi16(words01, words23),
-        );
-        l += 64;
     }
 }

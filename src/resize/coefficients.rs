@@ -138,6 +138,11 @@ impl Coefficients {
         }
     }
 
+    /// Whether every weight has digits, so that every output's taps have groups.
+    pub(super) fn has_groups(&self) -> bool {
+        self.groups.is_some()
+    }
+
     /// The first input index and the taps of output `out_index`.
     pub(super) fn taps(&self, out_index: usize) -> (usize, Taps<'_>) {
         let (start, n) = self.bounds[out_index];

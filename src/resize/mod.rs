@@ -50,9 +50,8 @@ const ROUND_BIAS: i32 = 1 << (PRECISION_BITS - 1);
 /// lane `l` of `out` (one output row of the vertical pass, or one output column
 /// of a transposed band of the horizontal pass), `k` being `taps.weights`, on
 /// the kernel of `path`: [`scalar::weighted_sum`], [`sse41::weighted_sum`],
-/// [`avx2::weighted_sum`], or on AVX-512 [`avx512::weighted_sum_vnni`] where
-/// the CPU has VNNI (and the taps their digit groups, as Pillow's always
-/// have), else [`avx512::weighted_sum`]. Every kernel gives the same bytes.
+/// [`avx2::weighted_sum`] or [`avx512::weighted_sum`]. Every kernel gives the
+/// same bytes.
 fn weighted_sum(
     src: &[u8],
     stride: usize,
@@ -68,17 +67,10 @@ fn weighted_sum(
     }
     assert!((start + k.len() - 1) * stride + out.len() <= src.len());
     match path {
+        // SAFETY: as for AVX2 just below, with AVX-512 F + BW (and AVX2, which
+        // `SimdPath::Avx512` also requires).
         #[cfg(target_arch = "x86_64")]
-        SimdPath::Avx512 => match taps.groups {
-            // SAFETY: as for AVX2 just below, with AVX-512 F + BW, and VNNI,
-            // checked here; `groups` are the digit groups of `k`.
-            Some(groups) if std::arch::is_x86_feature_detected!("avx512vnni") => unsafe {
-                avx512::weighted_sum_vnni(src, stride, start, k.len(), groups, out);
-            },
-            // SAFETY: as for AVX2 just below, with AVX-512 F + BW (and AVX2,
-            // which `SimdPath::Avx512` also requires).
-            _ => unsafe { avx512::weighted_sum(src, stride, start, k, out) },
-        },
+        SimdPath::Avx512 => unsafe { avx512::weighted_sum(src, stride, start, k, out) },
         // SAFETY: a `SimdPath::Avx2` reaches here only after `is_supported` (see
         // `resize_bicubic_with`), and the bound on `src` is asserted just above.
         #[cfg(target_arch = "x86_64")]
@@ -91,6 +83,52 @@ fn weighted_sum(
             scalar::weighted_sum(src, stride, start, 0, k, out);
         }
         SimdPath::Scalar => scalar::weighted_sum(src, stride, start, 0, k, out),
+    }
+}
+
+/// [`weighted_sum`] of every output `i` of `outputs` (`coeffs`' taps, the
+/// first at row `start - offset` of `src`) into the `lanes`-byte chunk `i -
+/// outputs.start` of `out`: the rows of a vertical pass, or the columns of a
+/// tile of the horizontal one. On AVX-512 with VNNI (and weights with digit
+/// groups, as Pillow's always have), one call of
+/// [`avx512::weighted_sums_vnni`] for them all.
+#[allow(clippy::too_many_arguments)]
+fn weighted_sums(
+    src: &[u8],
+    stride: usize,
+    coeffs: &Coefficients,
+    outputs: std::ops::Range<usize>,
+    offset: usize,
+    lanes: usize,
+    out: &mut [u8],
+    path: SimdPath,
+) {
+    let chunks = out.chunks_mut(lanes);
+    #[cfg(target_arch = "x86_64")]
+    if path == SimdPath::Avx512
+        && coeffs.has_groups()
+        && std::arch::is_x86_feature_detected!("avx512vnni")
+    {
+        let jobs = outputs.clone().zip(chunks).filter_map(|(i, out)| {
+            let (start, taps) = coeffs.taps(i);
+            let (n, groups) = (taps.weights.len(), taps.groups?);
+            if n == 0 {
+                out.fill(scalar::clip8(ROUND_BIAS));
+                return None;
+            }
+            let start = start - offset;
+            assert!((start + n - 1) * stride + out.len() <= src.len());
+            Some((start, n, groups, out))
+        });
+        // SAFETY: AVX-512 F + BW (`SimdPath::Avx512` reaches here only after
+        // `is_supported`) and VNNI, checked here; every job's bound on `src`
+        // is asserted as it is made, its `groups` are its weights', `n >= 1`.
+        unsafe { avx512::weighted_sums_vnni(src, stride, jobs) };
+        return;
+    }
+    for (i, out) in outputs.zip(chunks) {
+        let (start, taps) = coeffs.taps(i);
+        weighted_sum(src, stride, start - offset, taps, out, path);
     }
 }
 
@@ -466,7 +504,8 @@ mod tests {
                     });
                     if has!("avx512vnni") {
                         run("avx512 vnni", &|out| {
-                            avx512::weighted_sum_vnni(src, stride, start, k.len(), &groups, out);
+                            let job = (start, k.len(), groups.as_slice(), out);
+                            avx512::weighted_sums_vnni(src, stride, std::iter::once(job));
                         });
                     }
                 }
