@@ -96,6 +96,35 @@ fn resize(c: &mut Criterion) {
     group.finish();
 }
 
+/// The four cases of `benchmarks/bench_resize_peers.py` (RGB, one thread) on
+/// the AVX2 and AVX-512 kernels: the Python bench compares the detected path
+/// with fast_image_resize and OpenCV, this one the paths with each other.
+fn resize_peer_cases(c: &mut Criterion) {
+    let mut group = c.benchmark_group("resize_peer_cases");
+    group.sample_size(10);
+    let cases = [
+        ((8000, 8000), (1793, 1793)),
+        ((4032, 3024), (2069, 1551)),
+        ((1242, 2688), (1223, 2646)),
+        ((1920, 1080), (1288, 728)),
+    ];
+    for ((w, h), (nw, nh)) in cases {
+        let src = noise(w, h, 3);
+        for run in serial_runs(&[SimdPath::Avx2, SimdPath::Avx512]) {
+            group.bench_with_input(
+                BenchmarkId::new(run.path.name(), format!("{w}x{h}->{nw}x{nh}")),
+                &src,
+                |b, src| {
+                    b.iter(|| {
+                        resize_bicubic_with(black_box(src), w, h, 3, nw, nh, PillowCompat::V13, run)
+                    });
+                },
+            );
+        }
+    }
+    group.finish();
+}
+
 fn normalize_patchify(c: &mut Criterion) {
     let mut group = c.benchmark_group("normalize_patchify");
     let table = ValueTable::float32(&NormalizeLut::new([0.5; 3], [0.5; 3]));
@@ -151,5 +180,12 @@ fn end_to_end(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, geometry, resize, normalize_patchify, end_to_end);
+criterion_group!(
+    benches,
+    geometry,
+    resize,
+    resize_peer_cases,
+    normalize_patchify,
+    end_to_end
+);
 criterion_main!(benches);

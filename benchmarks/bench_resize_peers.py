@@ -9,8 +9,9 @@ interleaved. The peers are benchmark-only: ``pip install opencv-python-headless 
 
     python benchmarks/bench_resize_peers.py [--repeat 15]
 
-Ours runs ``kimi_k3_rs.simd_path``'s kernels (printed); the Rust benchmarks
-(``cargo bench --bench resize``) time every path the CPU has.
+Ours runs ``kimi_k3_rs.simd_path``'s kernels (printed; on ``avx512``, the VNNI kernel where the
+CPU has VNNI, also printed); the Rust benchmarks time the AVX2 and AVX-512 paths on these cases
+(``cargo bench --bench preprocess -- resize_peer_cases``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,15 @@ CASES = [
     ((1242, 2688), (1223, 2646)),
     ((1920, 1080), (1288, 728)),
 ]
+
+
+def has_vnni() -> bool:
+    """Whether this CPU has AVX-512 VNNI (Linux ``/proc/cpuinfo``; False elsewhere)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(line.startswith("flags") and " avx512_vnni" in line for line in f)
+    except OSError:
+        return False
 
 
 def cpu_ms(fn: Callable[[], object]) -> float:
@@ -76,7 +86,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=15)
     args = parser.parse_args()
     rng = np.random.default_rng(0)
-    print(f"simd_path {kimi_k3_rs.simd_path}, one thread, CPU ms medians of {args.repeat}")
+    print(f"simd_path {kimi_k3_rs.simd_path} (VNNI: {has_vnni()}), one thread, CPU ms medians of {args.repeat}")
     print(f"{'case':<28} {'pillow':>8} {'ours':>8} {'fir':>8} {'cv2':>8} {'ours/fir':>9} {'ours/cv2':>9} exact")
     for (w, h), size in CASES:
         array = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)

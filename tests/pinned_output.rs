@@ -59,14 +59,53 @@ const RESIZE_CASES: [(usize, usize, usize, usize, usize); 16] = [
     (4, 13, 1, 5, 1),
 ];
 
+/// `(channels, width, height, new_width, new_height, period)`: images of only
+/// 0 and 255, a checkerboard of `period`-pixel squares wider than the filter,
+/// whose edges make sums past both ends through the filter's negative lobes
+/// (Pillow's float resize of the same images, mode `F`, gives 200 to 3,500
+/// values over 255 and as many under 0 in each case; here they clip): an
+/// up-scale, down-scales of about 8 to 58 taps (fewer at the edges), one axis
+/// alone, rows of 100 to 3,003 bytes.
+const EXTREME_CASES: [(usize, usize, usize, usize, usize, usize); 5] = [
+    (1, 67, 45, 150, 101, 5),
+    (3, 200, 130, 61, 97, 16),
+    (4, 33, 70, 17, 70, 8),
+    (2, 50, 300, 50, 21, 60),
+    (3, 1001, 7, 333, 5, 13),
+];
+
+/// The checkerboard of an [`EXTREME_CASES`] case, channels alike.
+fn checkerboard(c: usize, w: usize, h: usize, period: usize) -> Vec<u8> {
+    let pixel = |x: usize, y: usize| {
+        if (x / period + y / period).is_multiple_of(2) {
+            255
+        } else {
+            0
+        }
+    };
+    (0..h)
+        .flat_map(|y| (0..w).flat_map(move |x| std::iter::repeat_n(pixel(x, y), c)))
+        .collect()
+}
+
 /// `name -> hash` of every resize case, computed on `path` (serially and in
 /// parallel, which must agree).
 fn resize_hashes(path: SimdPath) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
-    for (seed, &(c, w, h, nw, nh)) in RESIZE_CASES.iter().enumerate() {
-        let src = noise(w * h * c, seed as u64 + 100);
+    let noisy = RESIZE_CASES
+        .iter()
+        .enumerate()
+        .map(|(seed, &(c, w, h, nw, nh))| {
+            let name = format!("resize c{c} {w}x{h}->{nw}x{nh}");
+            (name, noise(w * h * c, seed as u64 + 100), (c, w, h, nw, nh))
+        });
+    let extreme = EXTREME_CASES.iter().map(|&(c, w, h, nw, nh, period)| {
+        let name = format!("resize 0/255 squares of {period} c{c} {w}x{h}->{nw}x{nh}");
+        (name, checkerboard(c, w, h, period), (c, w, h, nw, nh))
+    });
+    for (name, src, (c, w, h, nw, nh)) in noisy.chain(extreme) {
         for compat in [PillowCompat::V12, PillowCompat::V13] {
-            let name = format!("resize c{c} {w}x{h}->{nw}x{nh} {compat:?}");
+            let name = format!("{name} {compat:?}");
             let serial = Execution {
                 path,
                 parallel: false,

@@ -29,6 +29,49 @@ pub struct Coefficients {
     pub ksize: usize,
     /// `out_size * ksize` weights scaled by `2^22`, rounded half away from zero.
     pub weights: Vec<i32>,
+    /// The weights as the AVX-512 VNNI kernel reads them: per output,
+    /// `ksize.div_ceil(4)` groups of four taps, each three `u32`s (digit 0, 1
+    /// and 2 of [`digits`]) whose bytes are that digit of the group's taps in
+    /// order, 0 past the output's last tap. `None` when a weight has no such
+    /// digits (never for Pillow's weights, whose magnitude stays under `2^23`).
+    groups: Option<Vec<[u32; 3]>>,
+}
+
+/// The taps of one output: its weights and, where they have them, their
+/// groups of digits (see [`Coefficients`]), `weights.len().div_ceil(4)` of them.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Taps<'a> {
+    pub(super) weights: &'a [i32],
+    pub(super) groups: Option<&'a [[u32; 3]]>,
+}
+
+/// `k` in balanced base-256 digits `[d0, d1, d2]`, `k = d2 * 2^16 + d1 * 2^8 + d0`,
+/// each in `-128..=127` (the signed bytes of `vpdpbusd`), or `None` when `k` is
+/// outside the range this spans (`-8_421_504..=8_355_711`).
+#[allow(clippy::cast_possible_truncation)]
+fn digits(k: i32) -> Option<[i8; 3]> {
+    let balanced = |v: i64| ((v + 128) & 255) - 128;
+    let k = i64::from(k);
+    let d0 = balanced(k);
+    let k1 = (k - d0) >> 8; // exact: k - d0 is a multiple of 256
+    let d1 = balanced(k1);
+    let d2 = (k1 - d1) >> 8;
+    Some([d0 as i8, d1 as i8, i8::try_from(d2).ok()?])
+}
+
+/// The digit groups of one output's `weights` into `groups`
+/// (`weights.len().div_ceil(4)` of them, zeroed), as [`Coefficients`] holds
+/// them, or `None` when a weight has no digits.
+#[allow(clippy::cast_sign_loss)]
+pub(super) fn group_digits(weights: &[i32], groups: &mut [[u32; 3]]) -> Option<()> {
+    for (taps, group) in weights.chunks(4).zip(groups) {
+        for (j, &k) in taps.iter().enumerate() {
+            for (word, d) in group.iter_mut().zip(digits(k)?) {
+                *word |= u32::from(d as u8) << (8 * j);
+            }
+        }
+    }
+    Some(())
 }
 
 impl Coefficients {
@@ -80,18 +123,37 @@ impl Coefficients {
             }
             bounds.push((xmin, n));
         }
+        let gsize = ksize.div_ceil(4);
+        let mut groups = vec![[0u32; 3]; out_size * gsize];
+        let has_digits = bounds.iter().enumerate().all(|(i, &(_, n))| {
+            let row = &weights[i * ksize..i * ksize + n];
+            group_digits(row, &mut groups[i * gsize..(i + 1) * gsize]).is_some()
+        });
+        let groups = has_digits.then_some(groups);
         Self {
             bounds,
             ksize,
             weights,
+            groups,
         }
     }
 
-    /// The first input index and the weights of output `out_index`.
-    pub(super) fn taps(&self, out_index: usize) -> (usize, &[i32]) {
+    /// Whether every weight has digits, so that every output's taps have groups.
+    pub(super) fn has_groups(&self) -> bool {
+        self.groups.is_some()
+    }
+
+    /// The first input index and the taps of output `out_index`.
+    pub(super) fn taps(&self, out_index: usize) -> (usize, Taps<'_>) {
         let (start, n) = self.bounds[out_index];
         let base = out_index * self.ksize;
-        (start, &self.weights[base..base + n])
+        let gsize = self.ksize.div_ceil(4);
+        let groups = self.groups.as_ref().map(|g| {
+            let first = out_index * gsize;
+            &g[first..first + n.div_ceil(4)]
+        });
+        let weights = &self.weights[base..base + n];
+        (start, Taps { weights, groups })
     }
 }
 
@@ -116,6 +178,34 @@ mod tests {
         assert_eq!(c.ksize, 5);
         assert_eq!(c.bounds[2], (1, 4));
         assert_eq!(&c.weights[2 * 5..2 * 5 + 4], &[0, 1 << 22, 0, 0]);
+    }
+
+    #[test]
+    fn digits_rebuild_every_weight_in_their_range_and_no_other() {
+        let rebuild =
+            |d: [i8; 3]| i32::from(d[2]) * 65_536 + i32::from(d[1]) * 256 + i32::from(d[0]);
+        let samples = (-8_421_504..=8_355_711).step_by(997);
+        let ends = [
+            -8_421_504, -129, -128, -1, 0, 1, 127, 128, 32_768, 8_355_711,
+        ];
+        for k in samples.chain(ends) {
+            assert_eq!(digits(k).map(rebuild), Some(k), "{k}");
+        }
+        for k in [-8_421_505, 8_355_712, 8_388_607, i32::MIN, i32::MAX] {
+            assert_eq!(digits(k), None, "{k}");
+        }
+        // A downscale's groups: the digits of each output's taps, 0 past them.
+        let c = Coefficients::new(4, 2);
+        let (_, taps) = c.taps(0);
+        let groups = taps.groups.unwrap();
+        assert_eq!(groups.len(), 1);
+        for (j, &k) in taps.weights.iter().enumerate() {
+            let d = groups[0].map(|word| (word >> (8 * j)) as u8 as i8);
+            assert_eq!(rebuild(d), k);
+        }
+        let c = Coefficients::new(5, 5);
+        let (_, taps) = c.taps(2);
+        assert_eq!(taps.groups.unwrap(), &[[0, 0, 64 << 8]]); // tap 1: 2^22 = 64 * 2^16
     }
 
     #[test]

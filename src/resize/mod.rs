@@ -13,7 +13,8 @@
 //! fixed-point taps; `passes.rs` runs the horizontal and vertical passes band by
 //! band (`transpose.rs` turns row bands into columns for the horizontal one);
 //! each pass reduces to one weighted-sum kernel, picked here by [`SimdPath`]
-//! among `scalar.rs`, `sse41.rs`, `avx2.rs` and `avx512.rs`; `view.rs` resizes
+//! among `scalar.rs`, `sse41.rs`, `avx2.rs` and `avx512.rs` (with and without
+//! VNNI); `view.rs` resizes
 //! a whole [`ImageView`] ([`resize_view`]).
 
 mod coefficients;
@@ -29,6 +30,7 @@ mod avx512;
 #[cfg(target_arch = "x86_64")]
 mod sse41;
 
+use coefficients::Taps;
 pub use coefficients::{bicubic_filter, Coefficients};
 pub use view::resize_view;
 
@@ -46,17 +48,19 @@ const ROUND_BIAS: i32 = 1 << (PRECISION_BITS - 1);
 
 /// `out[l] = clip8(2^21 + sum_t k[t] * src[(start + t) * stride + l])` for every
 /// lane `l` of `out` (one output row of the vertical pass, or one output column
-/// of a transposed band of the horizontal pass), on the kernel of `path`:
-/// [`scalar::weighted_sum`], [`sse41::weighted_sum`], [`avx2::weighted_sum`] or
-/// [`avx512::weighted_sum`]. Every kernel gives the same bytes.
+/// of a transposed band of the horizontal pass), `k` being `taps.weights`, on
+/// the kernel of `path`: [`scalar::weighted_sum`], [`sse41::weighted_sum`],
+/// [`avx2::weighted_sum`] or [`avx512::weighted_sum`]. Every kernel gives the
+/// same bytes.
 fn weighted_sum(
     src: &[u8],
     stride: usize,
     start: usize,
-    k: &[i32],
+    taps: Taps<'_>,
     out: &mut [u8],
     path: SimdPath,
 ) {
+    let k = taps.weights;
     if k.is_empty() {
         out.fill(scalar::clip8(ROUND_BIAS));
         return;
@@ -79,6 +83,52 @@ fn weighted_sum(
             scalar::weighted_sum(src, stride, start, 0, k, out);
         }
         SimdPath::Scalar => scalar::weighted_sum(src, stride, start, 0, k, out),
+    }
+}
+
+/// [`weighted_sum`] of every output `i` of `outputs` (`coeffs`' taps, the
+/// first at row `start - offset` of `src`) into the `lanes`-byte chunk `i -
+/// outputs.start` of `out`: the rows of a vertical pass, or the columns of a
+/// tile of the horizontal one. On AVX-512 with VNNI (and weights with digit
+/// groups, as Pillow's always have), one call of
+/// [`avx512::weighted_sums_vnni`] for them all.
+#[allow(clippy::too_many_arguments)]
+fn weighted_sums(
+    src: &[u8],
+    stride: usize,
+    coeffs: &Coefficients,
+    outputs: std::ops::Range<usize>,
+    offset: usize,
+    lanes: usize,
+    out: &mut [u8],
+    path: SimdPath,
+) {
+    let chunks = out.chunks_mut(lanes);
+    #[cfg(target_arch = "x86_64")]
+    if path == SimdPath::Avx512
+        && coeffs.has_groups()
+        && std::arch::is_x86_feature_detected!("avx512vnni")
+    {
+        let jobs = outputs.clone().zip(chunks).filter_map(|(i, out)| {
+            let (start, taps) = coeffs.taps(i);
+            let (n, groups) = (taps.weights.len(), taps.groups?);
+            if n == 0 {
+                out.fill(scalar::clip8(ROUND_BIAS));
+                return None;
+            }
+            let start = start - offset;
+            assert!((start + n - 1) * stride + out.len() <= src.len());
+            Some((start, n, groups, out))
+        });
+        // SAFETY: AVX-512 F + BW (`SimdPath::Avx512` reaches here only after
+        // `is_supported`) and VNNI, checked here; every job's bound on `src`
+        // is asserted as it is made, its `groups` are its weights', `n >= 1`.
+        unsafe { avx512::weighted_sums_vnni(src, stride, jobs) };
+        return;
+    }
+    for (i, out) in outputs.zip(chunks) {
+        let (start, taps) = coeffs.taps(i);
+        weighted_sum(src, stride, start - offset, taps, out, path);
     }
 }
 
@@ -423,6 +473,115 @@ mod tests {
         }
     }
 
+    /// The bytes of every kernel this CPU has, called directly (the AVX-512
+    /// one both without and with VNNI), by name, for the weights `k`.
+    fn every_kernel(
+        src: &[u8],
+        stride: usize,
+        start: usize,
+        k: &[i32],
+        lanes: usize,
+    ) -> Vec<(&'static str, Vec<u8>)> {
+        let mut groups = vec![[0u32; 3]; k.len().div_ceil(4)];
+        coefficients::group_digits(k, &mut groups).expect("weights with digits");
+        assert!((start + k.len() - 1) * stride + lanes <= src.len());
+        let mut got = Vec::new();
+        let mut run = |name, f: &dyn Fn(&mut [u8])| {
+            let mut out = vec![0u8; lanes];
+            f(&mut out);
+            got.push((name, out));
+        };
+        run("scalar", &|out| {
+            scalar::weighted_sum(src, stride, start, 0, k, out)
+        });
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::is_x86_feature_detected as has;
+            // SAFETY: each kernel runs where the CPU has its features; the bound
+            // on `src` is asserted above, and `groups` are those of `k`.
+            unsafe {
+                if has!("sse4.1") {
+                    run("sse4.1", &|out| {
+                        sse41::weighted_sum(src, stride, start, k, out)
+                    });
+                }
+                if SimdPath::Avx2.is_supported() {
+                    run("avx2", &|out| {
+                        avx2::weighted_sum(src, stride, start, k, out)
+                    });
+                }
+                if SimdPath::Avx512.is_supported() {
+                    run("avx512", &|out| {
+                        avx512::weighted_sum(src, stride, start, k, out)
+                    });
+                    if has!("avx512vnni") {
+                        run("avx512 vnni", &|out| {
+                            let job = (start, k.len(), groups.as_slice(), out);
+                            avx512::weighted_sums_vnni(src, stride, std::iter::once(job));
+                        });
+                    }
+                }
+            }
+        }
+        got
+    }
+
+    #[test]
+    fn every_kernel_gives_the_scalar_bytes_on_edge_cases() {
+        // Tap counts of every remainder of 4 (a VNNI group), odd and even;
+        // lane counts of every remainder of 16, 32, 48 and 64; noise, 0, 255
+        // and rows alternating 0 / 255; weights of both signs (Pillow's of a
+        // downscale, random ones, sums that clip above 255 and below 0) and the
+        // extreme weights whose digits are -128 or 127.
+        let taps = [1, 2, 3, 4, 5, 6, 7, 8, 9, 17, 18, 35];
+        let lanes = [
+            1, 3, 15, 16, 17, 31, 32, 33, 47, 48, 49, 63, 64, 65, 100, 127, 128, 130,
+        ];
+        let extremes = [
+            8_355_711, -8_421_504, 127, 128, -128, -129, 32_767, 32_768, -32_769,
+        ];
+        let pillow = Coefficients::new(95, 21);
+        for (seed, &n) in taps.iter().enumerate() {
+            let bytes = noise(4 * n, seed as u64 + 70);
+            let scale = 8_000_000 / i32::try_from(n).unwrap();
+            let random: Vec<i32> = bytes
+                .chunks_exact(4)
+                .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]) % scale)
+                .collect();
+            let (_, downscale) = pillow.taps(3);
+            // repeated to `n` taps, divided by the repeats (the sum stays in i32)
+            let repeats = i32::try_from(n.div_ceil(downscale.weights.len())).unwrap();
+            let downscale = downscale.weights.iter().map(|&k| k / repeats);
+            let downscale: Vec<i32> = downscale.cycle().take(n).collect();
+            let mut weights = vec![random, downscale, vec![scale; n], vec![-scale; n]];
+            weights.extend(extremes.iter().filter(|_| n == 1).map(|&k| vec![k]));
+            for &l in &lanes {
+                let (start, stride) = (2, l + 5);
+                let len = (start + n - 1) * stride + l;
+                let pixels = [
+                    noise(len, (n * l) as u64),
+                    vec![0; len],
+                    vec![255; len],
+                    (0..len)
+                        .map(|i| if (i / stride) % 2 == 0 { 255 } else { 0 })
+                        .collect(),
+                ];
+                for (w, k) in weights.iter().enumerate() {
+                    for (p, src) in pixels.iter().enumerate() {
+                        let got = every_kernel(src, stride, start, k, l);
+                        let want = &got[0].1;
+                        for (name, bytes) in &got[1..] {
+                            assert!(
+                                bytes == want,
+                                "{name}: {n} taps, {l} lanes, weights {w}, pixels {p}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     /// Pillow's `ImagingResampleHorizontal_8bpc` as written there: each output
     /// byte summed from the input row, no transposes or tiles.
     fn horizontal_as_pillow(src: &[u8], w: usize, h: usize, c: usize, nw: usize) -> Vec<u8> {
@@ -432,7 +591,7 @@ mod tests {
             for xx in 0..nw {
                 let (start, k) = coeffs.taps(xx);
                 for ch in 0..c {
-                    let taps = k.iter().enumerate();
+                    let taps = k.weights.iter().enumerate();
                     let acc = taps.fold(ROUND_BIAS, |acc, (t, &kv)| {
                         acc + i32::from(row[(start + t) * c + ch]) * kv
                     });

@@ -5,7 +5,7 @@
 
 use super::coefficients::Coefficients;
 use super::transpose::{columns_to_rows, rows_to_columns, ROWS};
-use super::{vertical_first, weighted_sum, Pixels, ResizeFailed};
+use super::{vertical_first, weighted_sums, Pixels, ResizeFailed};
 
 use std::sync::{Mutex, PoisonError};
 
@@ -48,6 +48,7 @@ fn horizontal_into<const S: usize, const C: usize>(
     grow(&mut columns.input, most * S * ROWS)?;
     let most = tiles.iter().map(|t| t.outputs.len()).max().unwrap_or(0);
     grow(&mut columns.output, most * C * ROWS)?;
+    let avx2 = matches!(path, SimdPath::Avx2 | SimdPath::Avx512);
     for (band, out_band) in out.chunks_mut(out_row_len * ROWS).enumerate() {
         let y0 = band * ROWS;
         let rows = out_band.len() / out_row_len;
@@ -66,16 +67,23 @@ fn horizontal_into<const S: usize, const C: usize>(
             let (in_len, out_len) = (x.len() * S, xx.len() * C);
             let tile_inputs = inputs.map(|row| &row[x.start * S..x.end * S]);
             let input = &mut columns.input[..in_len * ROWS];
-            rows_to_columns(&tile_inputs, in_len, input);
+            rows_to_columns(&tile_inputs, in_len, input, avx2);
             if premultiply {
                 premultiply_columns::<S>(input);
             }
             let output = &mut columns.output[..out_len * ROWS];
-            for (i, column) in output.chunks_exact_mut(C * ROWS).enumerate() {
-                let (start, k) = coeffs.taps(xx.start + i);
-                weighted_sum(input, S * ROWS, start - x.start, k, column, path);
-            }
-            columns_to_rows(output, out_len, &mut outputs, xx.start * C);
+            let (stride, lanes) = (S * ROWS, C * ROWS);
+            weighted_sums(
+                input,
+                stride,
+                coeffs,
+                xx.clone(),
+                x.start,
+                lanes,
+                output,
+                path,
+            );
+            columns_to_rows(output, out_len, &mut outputs, xx.start * C, avx2);
         }
     }
     Ok(())
@@ -169,10 +177,10 @@ fn vertical_into(
     path: SimdPath,
     out: &mut [u8],
 ) {
-    for (yy, out_row) in out.chunks_mut(row_len).enumerate() {
-        let (start, k) = coeffs.taps(yy0 + yy);
-        weighted_sum(src, row_len, start - row_offset, k, out_row, path);
-    }
+    let outputs = yy0..yy0 + out.len() / row_len;
+    weighted_sums(
+        src, row_len, coeffs, outputs, row_offset, row_len, out, path,
+    );
 }
 
 /// Most output rows per band of the resize: each band runs its passes on its
