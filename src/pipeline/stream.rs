@@ -4,8 +4,9 @@
 //! pipeline streams every encoded image ([`Decoder`]).
 
 use std::collections::VecDeque;
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::thread::ThreadId;
+use std::time::Duration;
 
 use crate::buffers::{poison, try_buffer};
 use crate::decode::{Decoder, Header};
@@ -17,6 +18,9 @@ const CHUNK_BYTES: usize = 256 << 10;
 /// Bytes of rows the decode ahead ([`Streamed::decode_ahead`]) keeps ready
 /// past the last row read.
 const AHEAD_BYTES: usize = 8 << 20;
+/// The longest a read waits for the decode ahead's next chunk before it
+/// looks again.
+const WAIT: Duration = Duration::from_millis(1);
 /// Buffers of released chunks kept for the next chunks.
 const SPARE_CHUNKS: usize = 4;
 
@@ -205,7 +209,11 @@ impl<D: InOrder, F: Fn() -> Result<D, KimiError> + Sync> Streamed<D, F> {
     /// Decode chunks until row `want - 1` is decoded (nothing when it is),
     /// every row is, or the decode fails (the error is kept in `Rows`).
     fn decode_to(&self, want: usize) {
-        let mut decoding = lock(&self.decoding);
+        self.decode_with(lock(&self.decoding), want);
+    }
+
+    /// [`Streamed::decode_to`] with the decoder's lock held.
+    fn decode_with(&self, mut decoding: MutexGuard<'_, Decoding<D>>, want: usize) {
         while decoding.next < want {
             let first = decoding.next;
             let Some(decoder) = decoding.decoder.as_mut() else {
@@ -303,8 +311,24 @@ impl<D: InOrder, F: Fn() -> Result<D, KimiError> + Sync> RowSource for Streamed<
                 }
                 return Ok(());
             }
-            drop(rows);
-            self.decode_to(end);
+            // Not decoded yet: decode them here, unless the decode ahead is
+            // at it (then wait for its next chunk: taking its turn at the
+            // lock would wait for it to run out of rows to decode ahead).
+            match self.decoding.try_lock() {
+                Ok(decoding) => {
+                    drop(rows);
+                    self.decode_with(decoding, end);
+                }
+                Err(TryLockError::Poisoned(decoding)) => {
+                    drop(rows);
+                    self.decode_with(decoding.into_inner(), end);
+                }
+                Err(TryLockError::WouldBlock) => {
+                    // Woken by each chunk; the timeout only bounds a wait for
+                    // a decode ahead that stopped between two chunks.
+                    drop(self.changed.wait_timeout(rows, WAIT));
+                }
+            }
         }
     }
 
