@@ -140,12 +140,14 @@ pub(crate) fn try_buffer<T: Zeroable>(n: usize) -> Result<Vec<T>, AllocFailed> {
     Ok(data)
 }
 
-/// The largest scratch buffer a thread keeps after use, and how many it keeps:
-/// the resize of an 8000x8000 image under K3 is 38 MB, so a worker keeps it
-/// for its next image (at most 64 MiB per thread; larger buffers are freed
-/// after their image).
+/// The largest scratch buffer a thread keeps after use, how many it keeps and
+/// their most bytes in all: the resize of an 8000x8000 image under K3 is 38
+/// MB, and a decode streamed into the resize holds a few dozen chunks of rows
+/// of 256 KiB, so a worker keeps them for its next image (larger buffers are
+/// freed after their image; past the count or the bytes, the smallest).
 const KEPT_SCRATCH_BYTES: usize = 64 << 20;
-const KEPT_SCRATCH_BUFFERS: usize = 1;
+const KEPT_SCRATCH_BUFFERS: usize = 64;
+const KEPT_SCRATCH_TOTAL: usize = 96 << 20;
 
 thread_local! {
     /// This thread's scratch buffers, freed by their last user.
@@ -216,8 +218,10 @@ impl Drop for Scratch {
         let _ = KEPT.try_with(|kept| {
             let mut kept = kept.borrow_mut();
             kept.push(data);
-            if kept.len() > KEPT_SCRATCH_BUFFERS {
-                // Keep the largest ones.
+            // Keep the largest ones.
+            while kept.len() > KEPT_SCRATCH_BUFFERS
+                || kept.iter().map(Vec::capacity).sum::<usize>() > KEPT_SCRATCH_TOTAL
+            {
                 if let Some(i) = (0..kept.len()).min_by_key(|&i| kept[i].capacity()) {
                     kept.swap_remove(i);
                 }
@@ -295,15 +299,24 @@ mod tests {
                 (again.as_ptr(), again.len(), again[5]),
                 (address, HUGE_PAGE, 9)
             );
-            // A larger one is new (zeroed); the largest buffers are kept, as many
-            // as KEPT_SCRATCH_BUFFERS.
+            // A larger one is new (zeroed); all are kept, up to
+            // KEPT_SCRATCH_BUFFERS of them (then the largest).
             let larger = Scratch::new(4 * HUGE_PAGE).unwrap();
             assert!(larger.iter().all(|&b| b == 0));
-            let third = Scratch::new(10).unwrap();
-            drop((again, larger, third));
-            assert_eq!(KEPT.with(|k| k.borrow().len()), KEPT_SCRATCH_BUFFERS);
-            let largest = KEPT.with(|k| k.borrow().iter().map(Vec::capacity).max());
-            assert_eq!(largest, Some(4 * HUGE_PAGE));
+            let small: Vec<Scratch> = (0..KEPT_SCRATCH_BUFFERS)
+                .map(|_| Scratch::new(10).unwrap())
+                .collect();
+            drop((again, larger, small));
+            let caps = || KEPT.with(|k| k.borrow().iter().map(Vec::capacity).collect::<Vec<_>>());
+            assert_eq!(caps().len(), KEPT_SCRATCH_BUFFERS);
+            assert!(caps().contains(&(4 * HUGE_PAGE)) && caps().contains(&(3 * HUGE_PAGE)));
+            // Past the bytes kept in all, the smallest go first.
+            let large: Vec<Scratch> = (0..KEPT_SCRATCH_TOTAL / KEPT_SCRATCH_BYTES + 1)
+                .map(|_| Scratch::new(KEPT_SCRATCH_BYTES).unwrap())
+                .collect();
+            drop(large);
+            assert!(caps().iter().sum::<usize>() <= KEPT_SCRATCH_TOTAL);
+            assert!(caps().contains(&KEPT_SCRATCH_BYTES));
             // Past the kept size, a buffer is freed after use.
             drop(Scratch::new(KEPT_SCRATCH_BYTES + 1).unwrap());
             let caps: Vec<usize> = KEPT.with(|k| k.borrow().iter().map(Vec::capacity).collect());

@@ -704,9 +704,10 @@ pub struct Decoder<'a> {
     /// Bytes of a row.
     stride: usize,
     channels: usize,
-    /// The last row unfiltered (zeros before the first): the row above the next.
+    /// The last row unfiltered (zeros before the first): the row above the
+    /// next; kept up to date at the end of each inflate call.
     above: Vec<u8>,
-    /// Rows unfiltered and not yet read, from byte `taken` on.
+    /// Rows unfiltered past the end of a read, not yet read, from byte `taken` on.
     ready: Vec<u8>,
     taken: usize,
     /// The decode has ended: the rows not unfiltered are zero.
@@ -764,18 +765,41 @@ impl<'a> Decoder<'a> {
                 out[at..].fill(0);
                 break;
             } else {
+                // The rows of one inflate call: straight into `out` while it has
+                // room, the rest into `ready`; each unfiltered against the row
+                // before it, wherever that is.
                 self.ready.clear();
                 self.taken = 0;
-                let (stride, c) = (self.stride, self.channels);
-                let (ready, above) = (&mut self.ready, &mut self.above);
+                let (stride, c, first) = (self.stride, self.channels, at);
+                let (ready, above) = (&mut self.ready, &self.above);
                 self.ended = self.inflater.step(&mut |_, filtered| {
+                    let (filter, raw) = (filtered[0], &filtered[1..]);
+                    if at < out.len() {
+                        let (before, rest) = out.split_at_mut(at);
+                        let up = if at > first {
+                            &before[at - stride..]
+                        } else {
+                            &above[..]
+                        };
+                        at += stride;
+                        return unfilter(filter, raw, up, &mut rest[..stride], c);
+                    }
                     let start = ready.len();
                     ready.resize(start + stride, 0);
-                    let row = &mut ready[start..];
-                    let known = unfilter(filtered[0], &filtered[1..], above, row, c);
-                    above.copy_from_slice(row);
-                    known
+                    let (before, row) = ready.split_at_mut(start);
+                    let up = match start {
+                        0 if at > first => &out[at - stride..at],
+                        0 => &above[..],
+                        _ => &before[start - stride..],
+                    };
+                    unfilter(filter, raw, up, row, c)
                 })?;
+                // The last row unfiltered is the row above the next.
+                match self.ready.len() {
+                    0 if at > first => self.above.copy_from_slice(&out[at - stride..at]),
+                    0 => {}
+                    n => self.above.copy_from_slice(&self.ready[n - stride..]),
+                }
             }
         }
         Ok(())

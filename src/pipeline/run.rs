@@ -110,10 +110,11 @@ fn read_bands(
     mut f: impl FnMut(usize, &[u8]),
 ) -> Result<(), KimiError> {
     let rows = rows.min(height);
-    let mut band: Vec<u8> = match pixels {
-        Pixels::Rows(_) => try_buffer(rows * row_len)?,
-        Pixels::Slice(_) => Vec::new(),
-    };
+    // A source's band is copied into a buffer of this thread's, kept for its next image.
+    let mut band = Scratch::new(match pixels {
+        Pixels::Rows(_) => rows * row_len,
+        Pixels::Slice(_) => 0,
+    })?;
     for first in (0..height).step_by(rows) {
         let end = (first + rows).min(height);
         match pixels {

@@ -8,7 +8,7 @@ use std::sync::{Condvar, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::thread::ThreadId;
 use std::time::Duration;
 
-use crate::buffers::{poison, try_buffer};
+use crate::buffers::{poison, Scratch};
 use crate::decode::{Decoder, Header};
 use crate::error::KimiError;
 use crate::image::RowSource;
@@ -21,8 +21,6 @@ const AHEAD_BYTES: usize = 8 << 20;
 /// The longest a read waits for the decode ahead's next chunk before it
 /// looks again.
 const WAIT: Duration = Duration::from_millis(1);
-/// Buffers of released chunks kept for the next chunks.
-const SPARE_CHUNKS: usize = 4;
 
 /// A decode that gives an image's rows in order, a few at a time.
 pub(super) trait InOrder: Send {
@@ -75,9 +73,9 @@ struct Decoding<D> {
 #[derive(Default)]
 struct Rows {
     /// `(first row, rows, bytes)` in order, contiguous.
-    chunks: VecDeque<(usize, usize, Vec<u8>)>,
+    chunks: VecDeque<(usize, usize, Scratch)>,
     /// Buffers of released chunks, for the next ones.
-    spare: Vec<Vec<u8>>,
+    spare: Vec<Scratch>,
     /// No row before this one will be read again.
     released: usize,
     /// The end of the reads so far.
@@ -99,17 +97,16 @@ impl Rows {
         }
     }
 
-    /// Drop the chunks wholly before `self.released`, keeping up to
-    /// [`SPARE_CHUNKS`] buffers for reuse.
+    /// Drop the chunks wholly before `self.released`, their buffers kept for
+    /// the next chunks (so a stream holds no more buffers than it held
+    /// chunks at once, and its pages are faulted in once).
     fn drop_released(&mut self) {
         while let Some(&(first, n, _)) = self.chunks.front() {
             if first + n > self.released {
                 break;
             }
             if let Some((_, _, bytes)) = self.chunks.pop_front() {
-                if self.spare.len() < SPARE_CHUNKS {
-                    self.spare.push(bytes);
-                }
+                self.spare.push(bytes);
             }
         }
     }
@@ -228,7 +225,8 @@ impl<D: InOrder, F: Fn() -> Result<D, KimiError> + Sync> Streamed<D, F> {
                     poison(&mut bytes);
                     Ok(bytes)
                 }
-                None => try_buffer::<u8>(self.chunk_rows * self.row_len)
+                // The thread's kept buffers first: their pages are in already.
+                None => Scratch::new(self.chunk_rows * self.row_len)
                     .map_err(|e| self.header.allocation_failed(e)),
             }
             .and_then(|mut bytes| {

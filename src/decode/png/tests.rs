@@ -66,12 +66,26 @@ fn plain(
     )
 }
 
+/// `decode_into` of a native file; checked against the same file read by a
+/// [`Decoder`] 1, 3 and 64 rows at a time (the same bytes, or the same error).
 fn decode(file: &[u8]) -> Result<Vec<u8>, KimiError> {
     let Route::Native(h) = route(file, false)? else {
         panic!("not native")
     };
     let mut out = vec![0xAA; h.decoded_len()?];
-    decode_into(file, &h, &Limits::default(), &mut out).map(|()| out)
+    let whole = decode_into(file, &h, &Limits::default(), &mut out).map(|()| out);
+    for rows in [1, 3, 64] {
+        let read = || -> Result<Vec<u8>, KimiError> {
+            let mut decoder = Decoder::new(file, &h)?;
+            let mut got = vec![0x55; h.decoded_len()?];
+            for piece in got.chunks_mut(rows * h.width * h.channels) {
+                decoder.read(piece)?;
+            }
+            Ok(got)
+        };
+        assert_eq!(read(), whole, "{rows} rows a read");
+    }
+    whole
 }
 
 fn reason(file: &[u8], exif_transpose: bool) -> &'static str {
