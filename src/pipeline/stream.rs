@@ -57,7 +57,8 @@ pub(super) struct Streamed<D, F> {
     ahead_rows: usize,
     decoding: Mutex<Decoding<D>>,
     rows: Mutex<Rows>,
-    /// Rows were released, the reads ended or the decode stopped.
+    /// A chunk was decoded, rows were released or asked for further on, the
+    /// reads ended, or the decode failed.
     changed: Condvar,
 }
 
