@@ -28,6 +28,7 @@ from PIL import Image
 
 import kimi_k3_rs
 from kimi_k3_rs import _native
+from reference import reference_preprocess
 
 DATA = Path(__file__).resolve().parent / "data"
 SIG = b"\x89PNG\r\n\x1a\n"
@@ -442,6 +443,26 @@ def test_a_row_of_an_unknown_filter_then_a_broken_code_fails_as_in_pillow(rows: 
     assert check(data) == "error"
     with pytest.raises(kimi_k3_rs.ImageError, match=f"^image 0: cannot decode PNG: {message}$"):
         kimi_k3_rs.preprocess(data, kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG)
+
+
+def test_a_row_completed_from_held_bits_leaves_its_reads_byte_to_the_next_call() -> None:
+    # A 1x14 grey PNG (decoder fuzz, seed 941787112, case PNG:22079): IDAT chunks of 26,
+    # 1, 5 and 2 bytes, the stream's Adler-32 wrong. In the 1-byte read, zlib completes
+    # row 12 from bits it holds and leaves the byte; ZipDecode.c goes on while the read
+    # lasts, so row 13 takes it, the last row completes in the 5-byte read and the bad
+    # Adler-32 is never read. The native decode ended the read after row 12 (dropping
+    # the byte) and failed: "broken data stream".
+    data = bytes.fromhex(
+        "89504e470d0a1a0a0000000d49484452000000010000000e0800000000cb2829800000001a4944"
+        "4154785e63f064facdf48c8989e907933cd337262e2014646200f27e02bd722100000001494441"
+        "5432e0ef2c680000000549444154fd03006407716859cb0000000249444154076a9edda33b0000"
+        "000049454e44ae426082"
+    )
+    assert isinstance(pillow(data), np.ndarray)
+    assert check(data) == "native"
+    want, _ = reference_preprocess([pillow(data)], kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG)
+    got = kimi_k3_rs.preprocess(data, kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG)["pixel_values"]
+    assert got.tobytes() == want.tobytes()
 
 
 PIXEL = b"\0\xc8\x64"  # filter 0, grey 200, alpha 100

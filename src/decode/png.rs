@@ -635,8 +635,12 @@ impl<'a> Inflater<'a> {
         if self.rows.peek().is_none() || (stream_end && self.filled == 0 && self.completed) {
             return Ok(true);
         }
-        if stream_end || (self.bulk.is_none() && !lookahead && self.filled <= r.len) {
-            // `ZipDecode.c`: more input needed, the read is done.
+        if stream_end || (self.bulk.is_none() && !lookahead && at == 0) {
+            // `ZipDecode.c`: a call of one row that did not complete it (it
+            // wrote nothing, or ran out of input) ends the read; what is left
+            // of it is never read. A call that completed its row goes on
+            // while the read lasts, even when zlib completed the row from bits
+            // it held and left the read's byte unread.
             self.input.0 = self.input.1;
         }
         Ok(false)
