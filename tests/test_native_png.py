@@ -465,6 +465,28 @@ def test_a_row_completed_from_held_bits_leaves_its_reads_byte_to_the_next_call()
     assert got.tobytes() == want.tobytes()
 
 
+def test_a_bulk_call_that_completed_no_row_is_followed_by_one_with_room() -> None:
+    # A 28x37 RGB PNG (decoder fuzz, seed 1520604209, case PNG:4101) whose zlib data is 5
+    # bytes in IDAT chunks of 1 and 4 (then an empty one): a fixed block whose first match
+    # reaches back past the start. Pillow's call with the 4-byte read and room for a row
+    # meets it ("broken data stream"). The native decode inflated 3 of the 4 bytes in bulk
+    # (no row completed), then gave the last byte with no room, as after a call that
+    # completed a row; zlib-rs reads no distance without room, so the reads ran out:
+    # "image file is truncated". Now a bulk call that completed no row is followed by
+    # one with room for the row.
+    data = bytes.fromhex(
+        "89504e470d0a1a0a0000000d494844520000001c000000250802000000de1a1ea600000001494441"
+        "54686b51948200000004494441540502794bc18a99fc000000004944415435af061e000000004945"
+        "4e44ae426082"
+    )
+    message = "broken data stream when reading image file"
+    ref = pillow(data)
+    assert isinstance(ref, OSError) and str(ref) == message
+    assert check(data) == "error"
+    with pytest.raises(kimi_k3_rs.ImageError, match=f"^image 0: cannot decode PNG: {message}$"):
+        kimi_k3_rs.preprocess(data, kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG)
+
+
 PIXEL = b"\0\xc8\x64"  # filter 0, grey 200, alpha 100
 #: What follows the pixel's literals in the zlib stream, and whether Pillow decodes the file.
 TAILS: dict[str, tuple[Callable[[Bits], Bits], bool]] = {

@@ -524,8 +524,11 @@ struct Inflater<'a> {
     buf: Vec<u8>,
     filled: usize,
     z: Inflate,
-    /// The room of the last call, when it was a bulk one.
+    /// The room of the current call, when it is a bulk one.
     bulk: Option<usize>,
+    /// The last call was a bulk one that completed a row and ended on a
+    /// row's end.
+    row_end: bool,
 }
 
 impl<'a> Inflater<'a> {
@@ -551,6 +554,7 @@ impl<'a> Inflater<'a> {
             filled: 0,
             z: Inflate::new(true, WINDOW_BITS),
             bulk: None,
+            row_end: false,
         })
     }
 
@@ -574,9 +578,11 @@ impl<'a> Inflater<'a> {
         };
         let data = self.data;
         let input = &data[self.input.0..self.input.1];
-        // After a bulk call that ended on a row's end, read on with no room
-        // first, as Pillow's call that filled the row would.
-        let lookahead = self.bulk.is_some() && self.filled == 0;
+        // After a bulk call that completed a row and ended on a row's end,
+        // read on with no room first, as Pillow's call that filled the row
+        // would (a bulk call that completed none is Pillow's call of its row:
+        // the next one goes on with room for the row).
+        let lookahead = self.row_end;
         self.bulk = (input.len() > 1 && !lookahead)
             .then(|| bulk_room(self.rows.clone(), self.buf.len()))
             .flatten();
@@ -632,6 +638,7 @@ impl<'a> Inflater<'a> {
         }
         self.buf.copy_within(at..self.filled, 0);
         self.filled -= at;
+        self.row_end = self.bulk.is_some() && at > 0 && self.filled == 0;
         if self.rows.peek().is_none() || (stream_end && self.filled == 0 && self.completed) {
             return Ok(true);
         }
