@@ -10,7 +10,8 @@ Every case is one mutated file, decoded three ways, all in this process:
 * the reference: ``tests/reference.py`` (``Image.open`` + ``load``, then the
   checkpoint's steps in Pillow and numpy).
 
-The outcomes must match: all three raise, or all three give the same ``pixel_values``
+The outcomes must match: all three raise (a native decode that fails on the image data
+with Pillow's message), or all three give the same ``pixel_values``
 and ``grid_thws`` bits; or the reference decodes and both package routes raise
 ``ImageTooLargeError``, a bound the package sets on purpose (counted as ``limit``). Where the core decodes natively, its pixels
 (``_native.decode_image``) must also be ``np.asarray(Image.open(...))``'s, since
@@ -631,6 +632,16 @@ def route_of(data: bytes) -> str:
     return "native" if routed.size[0] * routed.size[1] <= LIMIT else "native, over the limit"
 
 
+#: Pillow's messages for a failure in the image data (``ImageFile.load``, and its chunk
+#: reader once the ``IDAT`` run is used up), which a native decode gives too.
+DATA_ERRORS = (
+    "image file is truncated",
+    "broken data stream when reading image file",
+    "unrecognized data stream contents when reading image file",
+    "broken PNG file (chunk ",
+)
+
+
 def differential(data: bytes, cfg: dict[str, Any]) -> tuple[str, str, str | None]:
     """(route, outcome, disagreement): outcome ``ok`` (all three equal), ``error`` (all
     raise) or ``limit`` (the reference decodes, both package routes refuse with an
@@ -650,6 +661,13 @@ def differential(data: bytes, cfg: dict[str, Any]) -> tuple[str, str, str | None
             continue
         bad.append(f"{name}: {shown(value, error)}, reference: {shown(want_value, want_error)}"
                    + (" (values differ)" if error is None and want_error is None else ""))
+    # A native decode that fails on the image data fails with Pillow's message (less the
+    # count of bytes it left: "image file is truncated (N bytes not processed)").
+    native_error = runs["native route"][1]
+    detail = str(native_error).split(": ", 2)[-1]
+    if (route == "native" and ref[1] is not None and detail.startswith(DATA_ERRORS)
+            and not str(ref[1]).startswith(detail)):
+        bad.append(f"native route: {shown(None, native_error)}, reference: {shown(None, ref[1])} (messages differ)")
     outcome = "limit" if limit else "ok" if ref[1] is None else "error"
     return route.split(",")[0], outcome, "; ".join(bad) or None
 

@@ -487,6 +487,54 @@ def test_a_bulk_call_that_completed_no_row_is_followed_by_one_with_room() -> Non
         kimi_k3_rs.preprocess(data, kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG)
 
 
+def test_a_distance_too_far_back_right_after_a_row_is_the_next_rows_failure() -> None:
+    # An 8x57 grey PNG (decoder fuzz, seed 531648110, case PNG:114851): row 0 has an unknown
+    # filter type, and the match right after it reaches back past the start. zlib checks a
+    # match's distance only with room to write it, so Pillow's call for row 0 (of one row)
+    # leaves first, row 0 is unfiltered and the failure is its filter type; the native
+    # decode's call of many rows met the distance first ("broken data stream").
+    data = bytes.fromhex(
+        "89504e470d0a1a0a0000000d49484452000000080000003908000000002e42355f00000018494441"
+        "54785e72f8b32ae59b6ae44b00000000ffff6a23608db640ac43930ba100000002494441540813309c"
+        "766c000000004944415435af061e0000000049454e44ae426082"
+    )
+    message = "unrecognized data stream contents when reading image file"
+    ref = pillow(data)
+    assert isinstance(ref, OSError) and str(ref) == message
+    assert check(data) == "error"
+    with pytest.raises(kimi_k3_rs.ImageError, match=f"^image 0: cannot decode PNG: {message}$"):
+        kimi_k3_rs.preprocess(data, kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG)
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        # decoder fuzz, seed 636329738, case PNG:9098: the run ends at a damaged chunk type
+        (bytes.fromhex(
+        "89504e470d0a1a0a0000000d4948445200000013000000050806000001d0d8e7dc00000011494441"
+        "54682414e30493a47f9ff697adea07abf475de644dcc0000000049c54e444f777b02"
+        ), "broken PNG file (chunk b'I\\xc5ND')"),
+        # case PNG:11130: the run ends at a damaged chunk type
+        (bytes.fromhex(
+        "89504e470d0a1a0a0000000d494844520000000a0000001108040000004e2af56e00000005494441"
+        "54480d030000d4232cc5000000024944415400007cfbbdba0000000449444154011ed686979e4a94"
+        "0000000349444154e60df12bb15e7700000049454e44ae426082"
+        ), "broken PNG file (chunk b'END\\xae')"),
+    ],
+)
+def test_reads_running_out_before_a_broken_chunk_header_fail_as_pillow(data: bytes, message: str) -> None:
+    # The IDAT run ends before the image does, and what follows is not a chunk header
+    # Pillow's chunk reader takes (`ChunkStream.read`): its SyntaxError, "broken PNG file
+    # (chunk b'...')" with the bytes' repr; the native decode said "image file is
+    # truncated". (`reads_run_out`'s unit test covers the short headers.)
+    ref = pillow(data)
+    assert isinstance(ref, SyntaxError) and str(ref) == message
+    assert check(data) == "error"
+    with pytest.raises(kimi_k3_rs.ImageError) as got:
+        _native.decode_image(data)
+    assert str(got.value) == f"cannot decode PNG: {message}"
+
+
 PIXEL = b"\0\xc8\x64"  # filter 0, grey 200, alpha 100
 #: What follows the pixel's literals in the zlib stream, and whether Pillow decodes the file.
 TAILS: dict[str, tuple[Callable[[Bits], Bits], bool]] = {

@@ -59,6 +59,53 @@ fn is_cid(kind: &[u8; 4]) -> bool {
     kind.iter().all(|&c| c.is_ascii_alphanumeric() || c == b'_')
 }
 
+/// What `ImageFile.load` raises when the reads of the `IDAT` run end before the
+/// image does: `load_read` reads the next chunk's header at `pos` (past the
+/// run's last CRC) with `ChunkStream.read`, whose `i32` of fewer than 4 bytes
+/// fails ("image file is truncated"), whose chunk type of other than 4 word
+/// characters (a short one too) is "broken PNG file (chunk b'...')", and whose
+/// other chunk ends the data ("image file is truncated (N bytes not
+/// processed)", without the count here).
+fn reads_run_out(data: &[u8], pos: usize) -> String {
+    let next = data.get(pos..).unwrap_or_default();
+    let next = &next[..next.len().min(8)];
+    match next.get(4..) {
+        Some(cid) if <&[u8; 4]>::try_from(cid).map_or(true, |c| !is_cid(c)) => {
+            format!("broken PNG file (chunk {})", python_bytes(cid))
+        }
+        _ => "image file is truncated".into(),
+    }
+}
+
+/// Python's `repr` of a `bytes` value: `b'...'` (in double quotes when it holds
+/// a single quote and no double one), printable ASCII as it is, backslash
+/// escapes for the quote, the backslash, tab, newline and carriage return,
+/// `\xhh` for the rest.
+fn python_bytes(b: &[u8]) -> String {
+    let quote = if b.contains(&b'\'') && !b.contains(&b'"') {
+        b'"'
+    } else {
+        b'\''
+    };
+    let mut s = format!("b{}", quote as char);
+    for &c in b {
+        match c {
+            b'\\' => s.push_str("\\\\"),
+            b'\t' => s.push_str("\\t"),
+            b'\n' => s.push_str("\\n"),
+            b'\r' => s.push_str("\\r"),
+            _ if c == quote => {
+                s.push('\\');
+                s.push(c as char);
+            }
+            0x20..=0x7e => s.push(c as char),
+            _ => s.push_str(&format!("\\x{c:02x}")),
+        }
+    }
+    s.push(quote as char);
+    s
+}
+
 /// Whether zlib `data` inflates to fewer than `MAX_TEXT_CHUNK` bytes or is
 /// corrupt (both fine for `_safe_zlib_decompress`'s callers): `Some(len)`;
 /// `None` where Pillow raises "Decompressed data too large". That is where
@@ -133,6 +180,8 @@ struct Walk {
     bbox: bool,
     /// Data ranges of the `IDAT` run, in file order.
     idat: Vec<(usize, usize)>,
+    /// Where the `IDAT` run ends: past its last chunk's CRC.
+    idat_end: usize,
 }
 
 impl Walk {
@@ -316,12 +365,14 @@ fn walk(data: &[u8]) -> Result<Walk, Stop> {
             // Cut inside the only IDAT: Pillow decodes what there is.
             None if w.idat.is_empty() => {
                 w.idat.push((at, data.len()));
+                w.idat_end = data.len();
                 return Ok(w);
             }
             None => return pillow("truncated IDAT run"),
         }
         pos = at + n + 4;
     }
+    w.idat_end = pos;
     // `load_end`: up to IEND (or the next frame's fcTL), CRCs unchecked.
     let animated = w
         .frames
@@ -512,6 +563,8 @@ struct Inflater<'a> {
     idat: Vec<(usize, usize)>,
     /// The image is interlaced (Adam7).
     interlaced: bool,
+    /// The failure when the reads run out first ([`reads_run_out`]).
+    ran_out: String,
     reads: Reads,
     /// What is left of the current read, a range of `data` (empty: the next
     /// call starts the next read).
@@ -544,6 +597,7 @@ impl<'a> Inflater<'a> {
         let rows = RawRows::new(header, w.interlaced);
         Ok(Self {
             data,
+            ran_out: reads_run_out(data, w.idat_end),
             idat: w.idat,
             interlaced: w.interlaced,
             reads: Reads::default(),
@@ -569,7 +623,7 @@ impl<'a> Inflater<'a> {
     fn step(&mut self, sink: &mut impl FnMut(&RawRow, &[u8]) -> bool) -> Result<bool, KimiError> {
         if self.input.0 == self.input.1 {
             let Some(read) = self.reads.next(&self.idat) else {
-                return Err(fail("image file is truncated"));
+                return Err(fail(self.ran_out.as_str()));
             };
             (self.input, self.completed) = (read, false);
         }
@@ -617,8 +671,10 @@ impl<'a> Inflater<'a> {
         // type of) first: every one zlib wrote a byte past before the error;
         // not one that ends where the error was met, whose own call (zlib
         // reads on after it fills the row, to the next byte it must write)
-        // meets the error.
-        let done = if broken {
+        // meets the error, unless zlib meets that error only with room to
+        // write (a match's distance too far back: the next row's call).
+        let own_call = broken && self.z.error_message() != Some("invalid distance too far back");
+        let done = if own_call {
             self.filled.saturating_sub(1)
         } else {
             self.filled

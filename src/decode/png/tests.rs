@@ -755,3 +755,30 @@ fn a_row_that_zlib_holds_back_at_the_end_of_a_read_completes_in_the_next() {
     f.extend(chunk(b"IEND", b""));
     assert_eq!(decode(&f).unwrap(), [5, 6, 5, 6, 0, 0]);
 }
+
+#[test]
+fn python_bytes_is_pythons_repr() {
+    for (bytes, repr) in [
+        (&b""[..], "b''"),
+        (b"IEND", "b'IEND'"),
+        (b"I\xc5ND", "b'I\\xc5ND'"),
+        (b"\t\n\r\\", "b'\\t\\n\\r\\\\'"),
+        (b"a'b", "b\"a'b\""),
+        (b"a'\"", "b'a\\'\"'"),
+        (b"\x00\x7f ~", "b'\\x00\\x7f ~'"),
+    ] {
+        assert_eq!(python_bytes(bytes), repr);
+    }
+}
+
+#[test]
+fn reads_running_out_fail_as_pillows_chunk_reader() {
+    let file = b"....IDATxyzw\0\0\0\0IEND\0\0\0\0";
+    // A chunk (IEND): the data ends.
+    assert_eq!(reads_run_out(file, 12), "image file is truncated");
+    assert_eq!(reads_run_out(file, 13), "broken PNG file (chunk b'END\\x00')");
+    // 4 bytes left: a length and no type; fewer: no length.
+    assert_eq!(reads_run_out(file, 20), "broken PNG file (chunk b'')");
+    assert_eq!(reads_run_out(file, 21), "image file is truncated");
+    assert_eq!(reads_run_out(file, 99), "image file is truncated");
+}
