@@ -776,7 +776,10 @@ fn reads_running_out_fail_as_pillows_chunk_reader() {
     let file = b"....IDATxyzw\0\0\0\0IEND\0\0\0\0";
     // A chunk (IEND): the data ends.
     assert_eq!(reads_run_out(file, 12), "image file is truncated");
-    assert_eq!(reads_run_out(file, 13), "broken PNG file (chunk b'END\\x00')");
+    assert_eq!(
+        reads_run_out(file, 13),
+        "broken PNG file (chunk b'END\\x00')"
+    );
     // 4 bytes left: a length and no type; fewer: no length.
     assert_eq!(reads_run_out(file, 20), "broken PNG file (chunk b'')");
     assert_eq!(reads_run_out(file, 21), "image file is truncated");
