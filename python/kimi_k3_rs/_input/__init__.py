@@ -18,6 +18,8 @@ Laid out by kind:
 * ``encoded.py``: encoded data (bytes, data URLs, paths): the format allow-list, the
   decompression-bomb guards (ICO headers included), the files the core decodes itself,
   the rest opened with Pillow as the checkpoint's ``_to_pil`` opens them;
+* ``ico.py``: ICO headers read as Pillow reads them (the entries and their images'
+  sizes), for ``encoded.py``'s bomb guard;
 * ``native.py``: the core's decoders' per-process self-check against Pillow, and finding
   Pillow's libjpeg.
 """
