@@ -3,8 +3,9 @@
 Encoded inputs whose header claims more than ``max_image_pixels`` are refused from
 the header with ``ImageTooLargeError`` (memory measured in a subprocess); ICO files
 are checked from their directory and embedded headers before Pillow opens them;
-the sizing-only paths work at any size; an output size that overflows or cannot be
-allocated is a clean error and the library keeps working.
+the sizing-only paths work at any size; an output size that overflows, or an
+allocation that fails (numpy's, or the core's under ``RLIMIT_AS``), is a clean error
+and the library keeps working.
 """
 
 from __future__ import annotations
@@ -669,7 +670,7 @@ def test_garbled_ico_directories_are_image_errors():
 
 
 # ---------------------------------------------------------------------------
-# output sizes that overflow or cannot be allocated
+# output sizes that overflow, and allocations that fail
 # ---------------------------------------------------------------------------
 
 #: patch_size x merge_kernel_size so large that one 1x1 image pads to ~2**31 px a side
@@ -744,6 +745,79 @@ def test_private_resize_refuses_huge_sizes_cleanly(size):
     proc = subprocess.run([sys.executable, "-c", PRIVATE_RESIZE_SCRIPT, *map(str, size)],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.startswith("clean"), (proc.returncode, proc.stdout, proc.stderr[-300:])
+
+
+ALLOCATION = r"""
+import io, resource, sys
+import numpy as np
+from PIL import Image
+import kimi_k3_rs as k
+
+case = sys.argv[1]
+cfg = k.KIMI_K3_MEDIA_PROC_CFG
+if case == "decode":
+    # An interlaced (Adam7) PNG, the one kind of file the core decodes whole: solid rows.
+    import struct, zlib
+    z, parts = zlib.compressobj(1), []
+    for x0, y0, dx, dy in [(0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2)]:
+        row = b"\0" + bytes([90, 120, 200]) * ((8000 - x0 + dx - 1) // dx)
+        parts += [z.compress(row) for _ in range((8000 - y0 + dy - 1) // dy)]
+    parts.append(z.flush())
+
+    def chunk(kind, body):
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    ihdr = struct.pack(">IIBBBBB", 8000, 8000, 8, 2, 0, 0, 1)
+    image = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", b"".join(parts)) + chunk(b"IEND", b"")
+    small = io.BytesIO()
+    Image.new("RGB", (64, 64)).save(small, "PNG")
+    k.preprocess(small.getvalue(), cfg)  # loads the native decoder and runs its self-check
+else:
+    image = np.full((6000, 6000, 4), 128, np.uint8)
+    image[..., 3] = 77
+side = 8000 if case == "decode" else 6000
+n = int(k.count_image_tokens([(side, side)], cfg)[0]) * 4  # 2x2 patches a token
+out = None if case == "output" else np.empty((n, 3, 14, 14), np.float32)
+k.preprocess(np.zeros((28, 28, 3), np.uint8), cfg, num_threads=1)  # first-call set-up
+with open("/proc/self/status") as f:
+    size = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
+resource.setrlimit(resource.RLIMIT_AS, (size + 24 * 2**20, resource.RLIM_INFINITY))
+try:
+    k.preprocess(image, cfg, out=out, num_threads=1)
+    print("no error")
+except (MemoryError, k.ImageError) as exc:
+    print(f"{type(exc).__name__}: {exc}")
+resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+# The library keeps working once memory is back.
+print(k.preprocess(np.zeros((56, 56, 3), np.uint8), cfg)["grid_thws"].tolist())
+"""
+
+
+@needs_linux
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ("output", r"ImageError: cannot allocate pixel_values of shape \[\d+, 3, 14, 14\]: .*"),
+        ("resize", r"ImageError: image 0: cannot allocate 38621232 bytes of working memory: out of memory"),
+        ("decode", (r"ImageError: image 0: cannot allocate the decoded 8000x8000x3 image: out of memory "
+                    r"\(192000000 bytes\)")),
+    ],
+)
+def test_allocation_failure_under_an_address_space_limit_is_an_error_not_an_abort(case, message):
+    """Issue #13 item 5: with RLIMIT_AS set 24 MiB above the process's size, the call's first
+    large allocation fails: the new output (154 MB), the resize result of a 6000x6000
+    RGBA array under K3 (39 MB, composited band by band; `out=` given), or the decode buffer of an 8000x8000
+    interlaced PNG (192 MB: other JPEG and PNG files are decoded band by band into the
+    resize, so their first large allocation is the resize's). Each is an ImageError
+    naming the image (0.1.0 aborted: SIGABRT), and the next call works."""
+    proc = subprocess.run(
+        [sys.executable, "-c", ALLOCATION, case], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert proc.returncode == 0, (proc.returncode, proc.stdout, proc.stderr[-2000:])
+    lines = proc.stdout.strip().splitlines()
+    assert re.fullmatch(message, lines[-2]), lines
+    assert lines[-1] == "[[1, 4, 4]]"
 
 
 LIMIT_FORMATS = ["PNG", "JPEG", "WEBP", "TIFF", "GIF", "BMP", "PPM", "TGA"]

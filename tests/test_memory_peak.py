@@ -1,13 +1,12 @@
-"""Peak memory of hostile and large inputs, and allocation failures (issue #13, items 4 and 5).
+"""Peak memory of one call on large and hostile inputs (issue #13, item 4).
 
-Item 4: for every accepted input, the growth of a child process's peak RSS over its RSS
-just before the call stays within three terms: the same input decoded by Pillow alone
+For every accepted input, the growth of a child process's peak RSS over its RSS just
+before the call stays within three terms: the same input decoded by Pillow alone
 (measured the same way, in another child), plus the output's bytes, plus 64 MiB. Inputs
-that would cost more are refused from their headers (``max_decoded_bytes``).
-
-Item 5: under an address-space limit (``RLIMIT_AS``), a failed allocation in the core
-(the output, the decode buffer, the resize result) is an ``ImageError`` naming the image,
-never an abort.
+that would cost more are refused from their headers (``max_decoded_bytes``). Where the
+call's memory cannot be had at all (item 5, an allocation that fails under
+``RLIMIT_AS``), see ``test_bombs_and_limits.py``; what calls leave behind them,
+``test_memory_across_calls.py``.
 
 Each measurement runs in a fresh interpreter; the peak is reset just before the call
 (``/proc/self/clear_refs``), so Linux only.
@@ -350,76 +349,3 @@ def test_webp_with_a_large_canvas_is_refused_before_decoding(tmp_path):
         "or None, to decode it"
     )
     assert ours["grown"] < 16 * MIB, ours
-
-
-ALLOCATION = r"""
-import io, resource, sys
-import numpy as np
-from PIL import Image
-import kimi_k3_rs as k
-
-case = sys.argv[1]
-cfg = k.KIMI_K3_MEDIA_PROC_CFG
-if case == "decode":
-    # An interlaced (Adam7) PNG, the one kind of file the core decodes whole: solid rows.
-    import struct, zlib
-    z, parts = zlib.compressobj(1), []
-    for x0, y0, dx, dy in [(0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2)]:
-        row = b"\0" + bytes([90, 120, 200]) * ((8000 - x0 + dx - 1) // dx)
-        parts += [z.compress(row) for _ in range((8000 - y0 + dy - 1) // dy)]
-    parts.append(z.flush())
-
-    def chunk(kind, body):
-        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
-
-    ihdr = struct.pack(">IIBBBBB", 8000, 8000, 8, 2, 0, 0, 1)
-    image = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", b"".join(parts)) + chunk(b"IEND", b"")
-    small = io.BytesIO()
-    Image.new("RGB", (64, 64)).save(small, "PNG")
-    k.preprocess(small.getvalue(), cfg)  # loads the native decoder and runs its self-check
-else:
-    image = np.full((6000, 6000, 4), 128, np.uint8)
-    image[..., 3] = 77
-side = 8000 if case == "decode" else 6000
-n = int(k.count_image_tokens([(side, side)], cfg)[0]) * 4  # 2x2 patches a token
-out = None if case == "output" else np.empty((n, 3, 14, 14), np.float32)
-k.preprocess(np.zeros((28, 28, 3), np.uint8), cfg, num_threads=1)  # first-call set-up
-with open("/proc/self/status") as f:
-    size = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
-resource.setrlimit(resource.RLIMIT_AS, (size + 24 * 2**20, resource.RLIM_INFINITY))
-try:
-    k.preprocess(image, cfg, out=out, num_threads=1)
-    print("no error")
-except (MemoryError, k.ImageError) as exc:
-    print(f"{type(exc).__name__}: {exc}")
-resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
-# The library keeps working once memory is back.
-print(k.preprocess(np.zeros((56, 56, 3), np.uint8), cfg)["grid_thws"].tolist())
-"""
-
-
-@pytest.mark.parametrize(
-    ("case", "message"),
-    [
-        ("output", r"ImageError: cannot allocate pixel_values of shape \[\d+, 3, 14, 14\]: .*"),
-        ("resize", r"ImageError: image 0: cannot allocate 38621232 bytes of working memory: out of memory"),
-        ("decode", (r"ImageError: image 0: cannot allocate the decoded 8000x8000x3 image: out of memory "
-                    r"\(192000000 bytes\)")),
-    ],
-)
-def test_allocation_failure_under_an_address_space_limit_is_an_error_not_an_abort(case, message):
-    """Item 5: with RLIMIT_AS set 24 MiB above the process's size, the call's first
-    large allocation fails: the new output (154 MB), the resize result of a 6000x6000
-    RGBA array under K3 (39 MB, composited band by band; `out=` given), or the decode buffer of an 8000x8000
-    interlaced PNG (192 MB: other JPEG and PNG files are decoded band by band into the
-    resize, so their first large allocation is the resize's). Each is an ImageError
-    naming the image (0.1.0 aborted: SIGABRT), and the next call works."""
-    import re
-
-    proc = subprocess.run(
-        [sys.executable, "-c", ALLOCATION, case], capture_output=True, text=True, timeout=300, check=False
-    )
-    assert proc.returncode == 0, (proc.returncode, proc.stdout, proc.stderr[-2000:])
-    lines = proc.stdout.strip().splitlines()
-    assert re.fullmatch(message, lines[-2]), lines
-    assert lines[-1] == "[[1, 4, 4]]"
