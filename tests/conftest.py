@@ -85,3 +85,14 @@ def poison():
         yield
     finally:
         _native._set_poison(previous)
+
+
+@pytest.fixture
+def fresh_self_check():
+    """After the test, the native decoders' self-check is forgotten
+    (``kimi_k3_rs._input.native._paths``), so that a forced one (``KIMI_K3_RS_DECODE``,
+    a patched decoder) does not outlive the test: the next one sees the process's own."""
+    from kimi_k3_rs._input import native
+
+    yield
+    native._paths = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import functools
 import io
 import json
 import os
@@ -200,6 +201,44 @@ def encode(img: Image.Image, fmt: str, **kw: Any) -> bytes:
     buf = io.BytesIO()
     img.save(buf, fmt, **kw)
     return buf.getvalue()
+
+
+def photo_rgb(w: int, h: int) -> Image.Image:
+    """The astronaut photo in RGB, resized (bicubic) to ``w`` x ``h``."""
+    return photo("astronaut.png").convert("RGB").resize((w, h), Image.Resampling.BICUBIC)
+
+
+@functools.lru_cache(maxsize=None)
+def native_files() -> Dict[str, bytes]:
+    """Files the native decoders take (issue #12), by name: a 700x525 photo as JPEG
+    (baseline 4:2:0, progressive 4:4:4, grey; 37x1203 at 4:2:2) and as PNG (RGB, RGBA
+    and LA with varied alpha; grey at 1242x269)."""
+    rgb = photo_rgb(700, 525)
+    rgba = rgb.convert("RGBA")
+    rgba.putalpha(Image.linear_gradient("L").resize(rgb.size))
+    la = rgba.convert("LA")
+    return {
+        "jpeg-420": encode(rgb, "JPEG", quality=90, subsampling=2),
+        "jpeg-444-progressive": encode(rgb, "JPEG", quality=95, subsampling=0, progressive=True),
+        "jpeg-L": encode(rgb.convert("L"), "JPEG", quality=80),
+        "jpeg-odd": encode(rgb.resize((37, 1203)), "JPEG", quality=70, subsampling=1),
+        "png-rgb": encode(rgb, "PNG"),
+        "png-rgba": encode(rgba, "PNG"),
+        "png-la": encode(la, "PNG"),
+        "png-l": encode(rgb.convert("L").resize((1242, 269)), "PNG", compress_level=1),
+    }
+
+
+@functools.lru_cache(maxsize=None)
+def pillow_files() -> Dict[str, bytes]:
+    """Files the native decoders must not take, by name: each goes to Pillow, with the
+    same result (a CMYK JPEG, a palette PNG with tRNS, a 16-bit PNG, a lossless WebP)."""
+    return {
+        "jpeg-cmyk": encode(photo_rgb(120, 90).convert("CMYK"), "JPEG"),
+        "png-p-trns": encode(photo_rgb(120, 90).quantize(64), "PNG", transparency=3),
+        "png-rgb16": encode(photo_rgb(64, 48).convert("I;16"), "PNG"),
+        "webp": encode(photo_rgb(120, 90), "WEBP", lossless=True),
+    }
 
 
 def png_chunk(kind: bytes, data: bytes) -> bytes:

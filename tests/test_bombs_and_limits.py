@@ -1,4 +1,4 @@
-"""Decompression bombs and size limits: ``max_image_pixels``, bombs in every format, ICO guards, outputs that overflow or cannot be allocated.
+"""Decompression bombs and size limits: ``max_image_pixels``, bombs in every format, ICO guards, outputs that overflow, allocations that fail, cost bombs, ``max_decoded_bytes`` and the scan limit on both decode paths.
 
 Encoded inputs whose header claims more than ``max_image_pixels`` are refused from
 the header with ``ImageTooLargeError`` (memory measured in a subprocess); ICO files
@@ -43,9 +43,12 @@ from helpers import (
     cfg,
     data_url,
     encode,
+    native_files,
     needs_linux,
     noise,
     noise_array,
+    photo_rgb,
+    pillow_files,
     png_chunk,
     sanity_check,
 )
@@ -1330,3 +1333,95 @@ def test_the_decoders_self_check_ignores_a_lowered_pillow_limit(monkeypatch):
     monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)
     paths = kimi_k3_rs.decode_path()
     assert paths["jpeg"].startswith("native: ") and paths["png"].startswith("native: "), paths
+
+
+# ---------------------------------------------------------------------------
+# limits of encoded inputs on both decode paths: max_decoded_bytes, max_image_pixels, scans
+# ---------------------------------------------------------------------------
+
+
+def test_max_decoded_bytes_on_both_paths():
+    files = native_files()
+    jpeg = files["jpeg-420"]  # 700x525 RGB, stored by Pillow in 4 bytes a pixel: 1,470,000 bytes
+    with pytest.raises(kimi_k3_rs.ImageTooLargeError, match=r"^image 1: image of 700x525 decodes to 1470000 bytes"):
+        kimi_k3_rs.preprocess([files["png-l"], jpeg], K25, max_decoded_bytes=1_000_000)
+    # 120x90, Pillow stores RGB in 4 bytes (43,200), and its WebP decoder holds four
+    # canvases at once: 172,800.
+    webp = pillow_files()["webp"]
+    with pytest.raises(kimi_k3_rs.ImageTooLargeError, match=r"^image 0: image of 120x90 decodes to 172800 bytes"):
+        kimi_k3_rs.preprocess(webp, K25, max_decoded_bytes=172_799)
+    assert kimi_k3_rs.preprocess(webp, K25, max_decoded_bytes=172_800)["grid_thws"].shape == (1, 3)
+    assert kimi_k3_rs.preprocess(jpeg, K25, max_decoded_bytes=None)["grid_thws"].shape == (1, 3)
+    for bad in (0, -1, True, 1.5, "1"):
+        with pytest.raises(kimi_k3_rs.KimiK3Error, match="max_decoded_bytes must be a positive int or None"):
+            kimi_k3_rs.preprocess(jpeg, K25, max_decoded_bytes=bad)
+
+
+def test_max_image_pixels_on_the_native_path():
+    with pytest.raises(kimi_k3_rs.ImageTooLargeError, match=r"^image 0: image of 700x525 = 367500 pixels is over"):
+        kimi_k3_rs.preprocess(native_files()["jpeg-420"], K25, max_image_pixels=367_499)
+
+
+def test_processor_and_deferred_take_max_decoded_bytes():
+    inputs = kimi_k3_rs.prepare_kimi_k3_encoder_inputs([native_files()["jpeg-420"]], K3, max_decoded_bytes=1000)
+    with pytest.raises(kimi_k3_rs.ImageTooLargeError, match="max_decoded_bytes=1000"):
+        inputs.materialize()
+
+
+def _scan_bomb(scans: int) -> bytes:
+    """A progressive JPEG whose last scan is repeated until it has ``scans`` SOS markers."""
+    data = encode(photo_rgb(64, 48), "JPEG", progressive=True)
+    last = data.rindex(b"\xff\xda")
+    body, eoi = data[last:-2], data[-2:]
+    have = data.count(b"\xff\xda")
+    return data[:-2] + body * (scans - have) + eoi
+
+
+@pytest.mark.usefixtures("fresh_self_check")  # the forced self-check does not outlive the test
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("decode", ["auto", "pillow"])
+def test_scan_bombs_are_refused_on_both_paths(decode, monkeypatch):
+    from kimi_k3_rs._input import native as native_decode
+
+    monkeypatch.setenv("KIMI_K3_RS_DECODE", decode)
+    native_decode._paths = None
+    with pytest.raises(kimi_k3_rs.ImageError, match=r"^image 0: progressive JPEG has 501 or more scans, over the limit of 500"):
+        kimi_k3_rs.preprocess(_scan_bomb(501), K25)
+    assert kimi_k3_rs.preprocess(_scan_bomb(500), K25)["grid_thws"].shape == (1, 3)
+
+
+def _blp1(jpeg: bytes, width: int, height: int) -> bytes:
+    """A BLP1 file of JPEG compression whose first mipmap is ``jpeg`` (an empty JPEG
+    header: the mipmap is the whole stream)."""
+    offsets = struct.pack("<16I", 160, *[0] * 15)
+    lengths = struct.pack("<16I", len(jpeg), *[0] * 15)
+    head = b"BLP1" + struct.pack("<6I", 0, 0, width, height, 5, 0)  # JPEG, no alpha
+    return head + offsets + lengths + struct.pack("<I", 0) + jpeg
+
+
+@pytest.mark.timeout(60)
+def test_scan_bombs_inside_a_blp1_file_are_refused():
+    """Issue #13: Pillow decodes the JPEG of a BLP1 file with its JPEG plugin, so the
+    scan limit applies there too (a BLP1 around a 3000-scan JPEG took seconds)."""
+    good = _blp1(_scan_bomb(500), 64, 48)
+    assert Image.open(io.BytesIO(good)).format == "BLP"
+    want_pv, _ = reference_preprocess([Image.open(io.BytesIO(good))], K25)
+    assert kimi_k3_rs.preprocess(good, K25)["pixel_values"].tobytes() == want_pv.tobytes()
+    with pytest.raises(kimi_k3_rs.ImageError, match=r"^image 1: progressive JPEG has 501 or more scans, over the limit of 500"):
+        kimi_k3_rs.preprocess([good, _blp1(_scan_bomb(501), 64, 48)], K25)
+
+
+def test_too_many_scans():
+    """The native JPEG decoder itself refuses a progressive JPEG of 528 scans (committed),
+    which Pillow, with no scan limit, decodes."""
+    from kimi_k3_rs import _native
+    from kimi_k3_rs._input.native import find_pillow_libjpeg
+
+    _native.load_libjpeg(find_pillow_libjpeg())  # as the self-check loads it
+    data = (Path(__file__).parent / "data" / "jpeg" / "progressive_528_scans.jpg").read_bytes()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with Image.open(io.BytesIO(data)) as image:
+            image.load()  # Pillow has no scan limit
+    with pytest.raises(ImageError, match="progressive JPEG has 501 or more scans, over the limit of 500"):
+        _native.decode_image(data)

@@ -48,6 +48,7 @@ from helpers import (
     encode,
     exact,
     from_pillow,
+    native_files,
     noise,
     noise_array,
     png_chunk,
@@ -686,6 +687,15 @@ def test_unreadable_inputs_name_their_index(tmp_path):
         # the next call works
         assert_output_matches(kimi_k3_rs.preprocess(good, media_proc_cfg), ref)
         assert_output_matches(processor.preprocess(good), ref)
+
+
+def test_a_decode_error_names_its_batch_index():
+    """A native decode that fails (a JPEG cut halfway) names its index in a batch of
+    natively decoded files, on two threads."""
+    files = native_files()
+    bad = files["jpeg-420"][: len(files["jpeg-420"]) // 2]
+    with pytest.raises(kimi_k3_rs.ImageError, match=r"^image 2: cannot decode JPEG"):
+        kimi_k3_rs.preprocess([files["png-rgb"], files["jpeg-L"], bad], K25, num_threads=2)
 
 
 def test_truncated_file_fails_cleanly_in_materialize():

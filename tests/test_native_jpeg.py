@@ -171,13 +171,6 @@ def test_exif_orientation_routing() -> None:
     assert _native.decode_image(plain, exif_transpose=True)[0] == "native"
 
 
-def test_too_many_scans() -> None:
-    data = committed("progressive_528_scans.jpg")
-    assert pillow_decode(data)[1] is None  # Pillow has no scan limit
-    with pytest.raises(ImageError, match="progressive JPEG has 501 or more scans, over the limit of 500"):
-        _native.decode_image(data)
-
-
 def truncation_files() -> list[tuple[str, bytes]]:
     astronaut = helpers.photo("astronaut.png").convert("RGB")
     camera = helpers.photo("camera.png").convert("L")

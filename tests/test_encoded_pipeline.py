@@ -1,6 +1,10 @@
-"""Encoded inputs through the native decoders (issue #12): routing, the self-check and
-``decode_path()``, exactness of the whole pipeline from bytes / paths / data URLs
-against the reference run in the test (zero tolerance), limits, scan bombs, threads.
+"""Encoded inputs through the whole pipeline, on both decode paths (issue #12): JPEG and
+PNG files the core decodes, and files Pillow decodes, from bytes / paths / data URLs,
+exact against the reference run in the test (zero tolerance) under K2.5, K3 and K3
+composited before the resize; large files (streamed into the resize by the native
+decoders, or decoded by Pillow into the pipeline's array); threads; truncated files
+failing where Pillow fails; paths that are no regular file. Which decoder takes a file:
+``test_decoder_routing.py``; their limits: ``test_bombs_and_limits.py``.
 """
 
 from __future__ import annotations
@@ -9,97 +13,26 @@ import base64
 import io
 import os
 import re
-import struct
-import subprocess
-import sys
 
 import numpy as np
 import pytest
-from helpers import cfg, encode, photo, upscale
-from PIL import Image, ImageFile
+from helpers import cfg, encode, native_files, photo, photo_rgb, pillow_files, upscale
+from PIL import Image
 from reference import reference_preprocess
 
 import kimi_k3_rs as k
 from kimi_k3_rs import _native
-from kimi_k3_rs._input import encoded
 from kimi_k3_rs._input import native as native_decode
-from kimi_k3_rs.options import CallOptions
+
+pytestmark = pytest.mark.usefixtures("fresh_self_check")  # each test sees the process's real self-check
 
 CONFIGS = {
     "k25": cfg("kimi_k25"),
     "k3": cfg("kimi_k3"),
     "k3-before": cfg("kimi_k3", transparent_bg_fill_stage="before_resize"),
 }
-
-
-def _photo_rgb(w: int, h: int) -> Image.Image:
-    return photo("astronaut.png").convert("RGB").resize((w, h), Image.Resampling.BICUBIC)
-
-
-def _files() -> dict[str, bytes]:
-    rgb = _photo_rgb(700, 525)
-    rgba = rgb.convert("RGBA")
-    rgba.putalpha(Image.linear_gradient("L").resize(rgb.size))
-    la = rgba.convert("LA")
-    return {
-        "jpeg-420": encode(rgb, "JPEG", quality=90, subsampling=2),
-        "jpeg-444-progressive": encode(rgb, "JPEG", quality=95, subsampling=0, progressive=True),
-        "jpeg-L": encode(rgb.convert("L"), "JPEG", quality=80),
-        "jpeg-odd": encode(rgb.resize((37, 1203)), "JPEG", quality=70, subsampling=1),
-        "png-rgb": encode(rgb, "PNG"),
-        "png-rgba": encode(rgba, "PNG"),
-        "png-la": encode(la, "PNG"),
-        "png-l": encode(rgb.convert("L").resize((1242, 269)), "PNG", compress_level=1),
-    }
-
-
-FILES = _files()
-#: files the native decoders must not take: each to Pillow, with the same result
-PILLOW_FILES = {
-    "jpeg-cmyk": encode(_photo_rgb(120, 90).convert("CMYK"), "JPEG"),
-    "png-p-trns": encode(_photo_rgb(120, 90).quantize(64), "PNG", transparency=3),
-    "png-rgb16": encode(_photo_rgb(64, 48).convert("I;16"), "PNG"),
-    "webp": encode(_photo_rgb(120, 90), "WEBP", lossless=True),
-}
-
-
-def _native_paths() -> dict[str, str]:
-    return k.decode_path()
-
-
-@pytest.fixture(autouse=True)
-def _fresh_self_check(monkeypatch):
-    """Each test sees the process's real self-check (undo any forced one)."""
-    yield
-    native_decode._paths = None
-
-
-def test_decode_path_reports_native_for_both_formats_here():
-    paths = _native_paths()
-    assert set(paths) == {"jpeg", "png"}
-    assert paths["jpeg"].startswith("native: libjpeg"), paths
-    assert paths["png"].startswith("native: zlib-rs inflate"), paths
-    assert f"agrees with Pillow {Image.__version__}" in paths["jpeg"]
-
-
-@pytest.mark.parametrize("name", sorted(FILES))
-def test_native_routes_and_decodes_as_pillow(name):
-    data = FILES[name]
-    routed = _native.route_encoded(data)
-    assert isinstance(routed, _native.EncodedImage), routed
-    path, pixels = _native.decode_image(data)
-    assert path == "native"
-    with Image.open(io.BytesIO(data)) as image:
-        expected = np.asarray(image)
-        assert routed.size == image.size and routed.mode == image.mode
-    assert pixels.dtype == expected.dtype and pixels.shape == expected.shape
-    assert np.array_equal(pixels, expected)
-
-
-@pytest.mark.parametrize("name", sorted(PILLOW_FILES))
-def test_other_files_route_to_pillow(name):
-    routed = _native.route_encoded(PILLOW_FILES[name])
-    assert routed is None or isinstance(routed, str), routed
+FILES = native_files()
+PILLOW_FILES = pillow_files()
 
 
 @pytest.mark.parametrize("preset", sorted(CONFIGS))
@@ -131,119 +64,6 @@ def test_paths_data_urls_bytearray_and_media_dicts(tmp_path):
         assert got["pixel_values"].tobytes() == want_pv.tobytes()
 
 
-def test_native_inputs_never_reach_pillow(monkeypatch):
-    """The JPEG / PNG files of a batch are decoded by the core: Pillow's open is not called."""
-    want = k.preprocess([np.asarray(Image.open(io.BytesIO(FILES[n]))) for n in FILES], CONFIGS["k25"])
-    k.decode_path()  # the self-check itself uses Pillow
-
-    def no_open(*args, **kwargs):
-        raise AssertionError("Image.open called for a natively decoded input")
-
-    monkeypatch.setattr(Image, "open", no_open)
-    got = k.preprocess(list(FILES.values()), CONFIGS["k25"], num_threads=2)
-    assert got["pixel_values"].tobytes() == want["pixel_values"].tobytes()
-
-
-def test_load_truncated_images_sends_everything_to_pillow(monkeypatch):
-    opened = []
-    real_open = Image.open
-
-    def counting_open(*args, **kwargs):
-        opened.append(1)
-        return real_open(*args, **kwargs)
-
-    k.decode_path()
-    monkeypatch.setattr(ImageFile, "LOAD_TRUNCATED_IMAGES", True)
-    monkeypatch.setattr(Image, "open", counting_open)
-    got = k.preprocess([FILES["jpeg-420"], FILES["png-rgb"]], CONFIGS["k25"])
-    want_pv, _ = reference_preprocess([FILES["jpeg-420"], FILES["png-rgb"]], CONFIGS["k25"])
-    assert len(opened) >= 2
-    assert got["pixel_values"].tobytes() == want_pv.tobytes()
-
-
-def test_a_forced_mismatch_disables_that_format_only(monkeypatch):
-    real = _native.decode_image
-
-    def off_by_one(data, **kwargs):
-        path, pixels = real(data, **kwargs)
-        if data.startswith(b"\xff\xd8") and path == "native":
-            pixels = pixels.copy()
-            pixels.flat[0] ^= 1
-        return path, pixels
-
-    monkeypatch.setattr(_native, "decode_image", off_by_one)
-    native_decode._paths = None
-    paths = k.decode_path()
-    assert paths["jpeg"].startswith("pillow: the native JPEG decoder disagrees with Pillow"), paths
-    assert paths["png"].startswith("native:"), paths
-    # the JPEG now goes through Pillow, still exact
-    read, native = encoded.route(FILES["jpeg-420"], 0, CallOptions.make())
-    assert native is None and read == FILES["jpeg-420"]
-    want_pv, _ = reference_preprocess([FILES["jpeg-420"]], CONFIGS["k25"])
-    assert k.preprocess(FILES["jpeg-420"], CONFIGS["k25"])["pixel_values"].tobytes() == want_pv.tobytes()
-
-
-def _child(code: str, **env: str) -> str:
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env={**os.environ, **env}
-    )
-    assert result.returncode == 0, result.stderr
-    return result.stdout.strip()
-
-
-def test_env_forces_pillow_and_rejects_other_values():
-    out = _child("import kimi_k3_rs as k; print(k.decode_path())", KIMI_K3_RS_DECODE="pillow")
-    assert out == str({"jpeg": "pillow: KIMI_K3_RS_DECODE=pillow", "png": "pillow: KIMI_K3_RS_DECODE=pillow"})
-    out = _child(
-        "import kimi_k3_rs as k\ntry:\n    k.decode_path()\nexcept k.KimiK3Error as e:\n    print(e)",
-        KIMI_K3_RS_DECODE="turbo",
-    )
-    assert out == "KIMI_K3_RS_DECODE must be 'auto' or 'pillow', got 'turbo'"
-
-
-def test_a_forked_child_inherits_the_self_check():
-    if not hasattr(os, "fork"):
-        pytest.skip("no fork on this platform")
-    parent = k.decode_path()
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # child: the result must be there without running the check again
-        os.close(read)
-        ok = native_decode._paths is not None and k.decode_path() == parent
-        os.write(write, b"1" if ok else b"0")
-        os._exit(0)
-    os.close(write)
-    assert os.read(read, 1) == b"1"
-    os.waitpid(pid, 0)
-
-
-def test_max_decoded_bytes_on_both_paths():
-    jpeg = FILES["jpeg-420"]  # 700x525 RGB, stored by Pillow in 4 bytes a pixel: 1,470,000 bytes
-    with pytest.raises(k.ImageTooLargeError, match=r"^image 1: image of 700x525 decodes to 1470000 bytes"):
-        k.preprocess([FILES["png-l"], jpeg], CONFIGS["k25"], max_decoded_bytes=1_000_000)
-    # 120x90, Pillow stores RGB in 4 bytes (43,200), and its WebP decoder holds four
-    # canvases at once: 172,800.
-    webp = PILLOW_FILES["webp"]
-    with pytest.raises(k.ImageTooLargeError, match=r"^image 0: image of 120x90 decodes to 172800 bytes"):
-        k.preprocess(webp, CONFIGS["k25"], max_decoded_bytes=172_799)
-    assert k.preprocess(webp, CONFIGS["k25"], max_decoded_bytes=172_800)["grid_thws"].shape == (1, 3)
-    assert k.preprocess(jpeg, CONFIGS["k25"], max_decoded_bytes=None)["grid_thws"].shape == (1, 3)
-    for bad in (0, -1, True, 1.5, "1"):
-        with pytest.raises(k.KimiK3Error, match="max_decoded_bytes must be a positive int or None"):
-            k.preprocess(jpeg, CONFIGS["k25"], max_decoded_bytes=bad)
-
-
-def test_max_image_pixels_on_the_native_path():
-    with pytest.raises(k.ImageTooLargeError, match=r"^image 0: image of 700x525 = 367500 pixels is over"):
-        k.preprocess(FILES["jpeg-420"], CONFIGS["k25"], max_image_pixels=367_499)
-
-
-def test_processor_and_deferred_take_max_decoded_bytes():
-    inputs = k.prepare_kimi_k3_encoder_inputs([FILES["jpeg-420"]], CONFIGS["k3"], max_decoded_bytes=1000)
-    with pytest.raises(k.ImageTooLargeError, match="max_decoded_bytes=1000"):
-        inputs.materialize()
-
-
 def _truncations(data: bytes) -> list[bytes]:
     cuts = sorted({len(data) * i // 24 for i in range(1, 24)} | {len(data) - 2, len(data) - 1})
     return [data[:cut] for cut in cuts]
@@ -265,50 +85,10 @@ def test_truncated_files_fail_where_pillow_fails(name):
             assert k.preprocess(data, CONFIGS["k25"])["pixel_values"].tobytes() == want_pv.tobytes()
 
 
-def _scan_bomb(scans: int) -> bytes:
-    """A progressive JPEG whose last scan is repeated until it has ``scans`` SOS markers."""
-    data = encode(_photo_rgb(64, 48), "JPEG", progressive=True)
-    last = data.rindex(b"\xff\xda")
-    body, eoi = data[last:-2], data[-2:]
-    have = data.count(b"\xff\xda")
-    return data[:-2] + body * (scans - have) + eoi
-
-
-@pytest.mark.timeout(60)
-@pytest.mark.parametrize("decode", ["auto", "pillow"])
-def test_scan_bombs_are_refused_on_both_paths(decode, monkeypatch):
-    monkeypatch.setenv("KIMI_K3_RS_DECODE", decode)
-    native_decode._paths = None
-    with pytest.raises(k.ImageError, match=r"^image 0: progressive JPEG has 501 or more scans, over the limit of 500"):
-        k.preprocess(_scan_bomb(501), CONFIGS["k25"])
-    assert k.preprocess(_scan_bomb(500), CONFIGS["k25"])["grid_thws"].shape == (1, 3)
-
-
-def _blp1(jpeg: bytes, width: int, height: int) -> bytes:
-    """A BLP1 file of JPEG compression whose first mipmap is ``jpeg`` (an empty JPEG
-    header: the mipmap is the whole stream)."""
-    offsets = struct.pack("<16I", 160, *[0] * 15)
-    lengths = struct.pack("<16I", len(jpeg), *[0] * 15)
-    head = b"BLP1" + struct.pack("<6I", 0, 0, width, height, 5, 0)  # JPEG, no alpha
-    return head + offsets + lengths + struct.pack("<I", 0) + jpeg
-
-
-@pytest.mark.timeout(60)
-def test_scan_bombs_inside_a_blp1_file_are_refused():
-    """Issue #13: Pillow decodes the JPEG of a BLP1 file with its JPEG plugin, so the
-    scan limit applies there too (a BLP1 around a 3000-scan JPEG took seconds)."""
-    good = _blp1(_scan_bomb(500), 64, 48)
-    assert Image.open(io.BytesIO(good)).format == "BLP"
-    want_pv, _ = reference_preprocess([Image.open(io.BytesIO(good))], CONFIGS["k25"])
-    assert k.preprocess(good, CONFIGS["k25"])["pixel_values"].tobytes() == want_pv.tobytes()
-    with pytest.raises(k.ImageError, match=r"^image 1: progressive JPEG has 501 or more scans, over the limit of 500"):
-        k.preprocess([good, _blp1(_scan_bomb(501), 64, 48)], CONFIGS["k25"])
-
-
 def _large(mode: str, side: int) -> Image.Image:
     """A side x side photo in ``mode`` (RGBA / LA with varied alpha), over one 16 MiB
     block of Pillow's arena in Pillow's storage."""
-    image = _photo_rgb(side, side)
+    image = photo_rgb(side, side)
     if mode in ("RGBA", "LA"):
         alpha = Image.linear_gradient("L").resize((side, side)).rotate(30)
         image = image.convert(mode[:-1]).copy()
@@ -381,7 +161,7 @@ def _large_files() -> dict[str, bytes]:
     ahead (8 MiB): camera-like grain on a photo as JPEG (baseline 4:2:0, progressive
     4:4:4, grey) and PNG (RGB, RGBA with varied alpha, LA, grey)."""
     rng = np.random.default_rng(24)
-    pixels = np.asarray(_photo_rgb(4000, 3000)).astype(np.int16)
+    pixels = np.asarray(photo_rgb(4000, 3000)).astype(np.int16)
     pixels += rng.integers(-6, 7, pixels.shape, dtype=np.int16)
     rgb = Image.fromarray(pixels.clip(0, 255).astype(np.uint8))
     small = rgb.resize((2900, 2100))
@@ -438,12 +218,6 @@ def test_large_files_streamed_into_the_resize_equal_the_reference():
             with pytest.raises(k.ImageError) as streamed:
                 k.preprocess(damaged, CONFIGS["k25"], num_threads=threads)
             assert str(streamed.value) == f"image 0: {whole.value}", (name, threads)
-
-
-def test_a_decode_error_names_its_batch_index():
-    bad = FILES["jpeg-420"][: len(FILES["jpeg-420"]) // 2]
-    with pytest.raises(k.ImageError, match=r"^image 2: cannot decode JPEG"):
-        k.preprocess([FILES["png-rgb"], FILES["jpeg-L"], bad], CONFIGS["k25"], num_threads=2)
 
 
 @pytest.mark.timeout(60)
