@@ -445,10 +445,13 @@ impl<'a> Decoder<'a> {
 }
 
 /// The error of a library fault met decoding a file of `shape` (width,
-/// height, channels) under `limits`.
+/// height, channels) under `limits`: Pillow's message where Pillow's decode
+/// fails too (`libImaging/JpegDecode.c` turns libjpeg's `error_exit` into
+/// `IMAGING_CODEC_BROKEN`, which `ImageFile.load` raises as "broken data
+/// stream when reading image file"; libjpeg's own message is not shown).
 fn error(fault: libjpeg::Fault, limits: &Limits, shape: (usize, usize, usize)) -> KimiError {
     match fault {
-        libjpeg::Fault::Lib(message) => corrupt(&message),
+        libjpeg::Fault::Lib(_) => corrupt("broken data stream when reading image file"),
         libjpeg::Fault::Truncated => corrupt("image file is truncated"),
         libjpeg::Fault::TooManyScans(scans) => KimiError::TooManyScans {
             scans,
@@ -466,8 +469,8 @@ fn error(fault: libjpeg::Fault, limits: &Limits, shape: (usize, usize, usize)) -
 /// straight into `out`.
 ///
 /// # Errors
-/// `KimiError::Decode` when no libjpeg is loaded, for corrupt data (libjpeg's
-/// message), for data that ends before the last row ("image file is truncated",
+/// `KimiError::Decode` when no libjpeg is loaded, for data libjpeg refuses
+/// ("broken data stream when reading image file", Pillow's), for data that ends before the last row ("image file is truncated",
 /// where Pillow raises too; data missing after the last row, e.g. EOI, is fine,
 /// as in Pillow), or when the library's header disagrees with `header`;
 /// `KimiError::TooManyScans` when the decode passes `limits.max_scans` scans.
