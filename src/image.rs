@@ -59,6 +59,23 @@ pub trait RowSource: Sync + std::fmt::Debug {
     fn release(&self, row: usize) {
         let _ = row;
     }
+
+    /// How many readers of these rows threads may read at once, each
+    /// [in order](Self::in_order) from the row of its first read (a decoder
+    /// that starts there), and what starting one at a row costs per row before
+    /// it, as a fraction of reading and resizing a row: a parallel resize
+    /// gives each reader ([`lane`](Self::lane)) a run of bands, shorter the
+    /// further down it starts. `(1, 0.0)` by default: this source alone.
+    fn lanes(&self) -> (usize, f64) {
+        (1, 0.0)
+    }
+
+    /// Reader `i` of [`lanes`](Self::lanes) (reader 0 reads as this source
+    /// does); `None` past the last, and by default.
+    fn lane(&self, i: usize) -> Option<&dyn RowSource> {
+        let _ = i;
+        None
+    }
 }
 
 impl<'a> ImageView<'a> {

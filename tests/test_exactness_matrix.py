@@ -629,3 +629,71 @@ def test_pooled_outputs_under_poison_give_the_reference_bits():
             addresses.append(got["pixel_values"].ctypes.data)
             del got  # its memory goes back to the pool for the next call
     assert len(set(addresses)) < len(addresses), "no call took a pooled output"
+
+
+def _lane_jpegs() -> dict[str, bytes]:
+    """JPEGs of one scan large enough (over 4 MiB decoded) for a parallel run to split
+    their resize among decoders that start at rows of their own (``Lanes``): every
+    chroma sampling Pillow writes, grey, restart markers, and a size that is no
+    multiple of an iMCU row."""
+    h, w = 1951, 2601
+    y, x = np.mgrid[0:h, 0:w]
+    base = np.stack([x * 255 // w, y * 255 // h, (x + y) * 255 // (w + h)], axis=-1)
+    grain = np.random.default_rng(31).integers(-12, 13, base.shape)
+    photo = Image.fromarray((base + grain).clip(0, 255).astype(np.uint8))
+    even = photo.crop((0, 0, 2600, 1950))
+    return {
+        "420-odd": encode(photo, "JPEG", quality=90),
+        "422": encode(even, "JPEG", quality=90, subsampling=1),
+        "444": encode(even, "JPEG", quality=90, subsampling=0),
+        "L": encode(photo.convert("L").resize((2900, 2100)), "JPEG", quality=90),
+        "420-restart": encode(even, "JPEG", quality=85, restart_marker_rows=1),
+    }
+
+
+@pytest.mark.slow
+def test_jpeg_lanes_equal_the_reference():
+    """Issue #24: a large JPEG of one scan from bytes, resized on 2 threads or more, is
+    read by a decoder per thread, each from its run of bands' first row (libjpeg's
+    ``jpeg_skip_scanlines`` past the rows before): the reference's bits for every
+    sampling, K2.5 / K3 / K3 composited before the resize, a strong and a slight
+    downscale, 2 to 4 threads, poison off and on. A damaged copy (cut short, or 4 KiB
+    of garbage in its scan, above and below the lanes' split) gives on 1 to 3 threads
+    what Pillow gives: its error, or the reference's bits of the pixels it decodes."""
+    for name, data in _lane_jpegs().items():
+        assert isinstance(_native.route_encoded(data), _native.EncodedImage), name
+        with Image.open(io.BytesIO(data)) as image:
+            pixels = np.asarray(image)
+            assert pixels.nbytes >= 4 << 20 and not image.info.get("progressive"), name
+        patches = (pixels.shape[0] // 14) * (pixels.shape[1] // 14)
+        for cfg, limit in (("k25", 16384), ("k3", patches // 400), ("k3before", patches * 4 // 5)):
+            want = reference_preprocess([pixels], config(cfg, limit))
+            for threads in (2, 3, 4):
+                check_both(lambda: data, want, config(cfg, limit), num_threads=threads)
+    rng = np.random.default_rng(32)
+    for name in ("420-odd", "420-restart"):
+        data = _lane_jpegs()[name]
+        cuts = [data[: int(len(data) * f)] for f in (0.3, 0.7, 0.95, 0.999)]
+        # Garbage with markers in it (a fatal error), and without (libjpeg warns and
+        # decodes the scan's garbage: Pillow gives the pixels).
+        garbage = [
+            data[:at] + rng.integers(0, top, 4096, dtype=np.uint8).tobytes() + data[at + 4096 :]
+            for at in (len(data) // 5, len(data) * 3 // 4)
+            for top in (256, 255)
+        ]
+        for i, damaged in enumerate(cuts + garbage):
+            try:
+                with Image.open(io.BytesIO(damaged)) as image:
+                    want: Any = reference_preprocess([np.asarray(image)], config("k25", 4096))
+            except OSError as exc:
+                want = str(exc)
+            for threads in (1, 2, 3):
+                try:
+                    with poison(True):
+                        got = k.preprocess(damaged, config("k25", 4096), num_threads=threads)
+                except k.ImageError as exc:
+                    assert isinstance(want, str), (name, i, threads, str(exc))
+                    assert want.startswith(str(exc).split(": ", 2)[2]), (name, i, threads, str(exc), want)
+                else:
+                    assert not isinstance(want, str), (name, i, threads, want)
+                    assert bits_mismatch(got, want) is None, (name, i, threads)

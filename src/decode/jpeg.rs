@@ -442,6 +442,30 @@ impl<'a> Decoder<'a> {
             .read(out)
             .map_err(|fault| error(fault, &self.limits, self.shape))
     }
+
+    /// Go past the next `rows` rows (fewer than are left) without decoding
+    /// them whole (`jpeg_skip_scanlines`: their entropy-coded data is read,
+    /// nothing else done): the rows read after are the ones [`Decoder::read`]
+    /// gives after reading these. Costs a little over half a read of them
+    /// for a [`single_scan`](Self::single_scan) file, next to nothing for
+    /// another (decoded whole when the decoder was made).
+    ///
+    /// # Errors
+    /// As [`Decoder::read`] (data that runs out on the way: "image file is
+    /// truncated"); `KimiError::Decode` when `rows` are not fewer than are left.
+    pub fn skip(&mut self, rows: usize) -> Result<(), KimiError> {
+        self.reader
+            .skip(rows)
+            .map_err(|fault| error(fault, &self.limits, self.shape))
+    }
+
+    /// Whether the file is one scan of every component, entropy-decoded as
+    /// its rows are read (a progressive or non-interleaved file was decoded
+    /// whole when the decoder was made).
+    #[must_use]
+    pub fn single_scan(&self) -> bool {
+        self.reader.single_scan()
+    }
 }
 
 /// The error of a library fault met decoding a file of `shape` (width,

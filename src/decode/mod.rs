@@ -232,6 +232,36 @@ impl<'a> Decoder<'a> {
             Self::Png(d) => d.read(out),
         }
     }
+
+    /// A decoder of `data` whose next row is `row` or an earlier one (the row
+    /// it returns): a JPEG's skips to `row` ([`jpeg::Decoder::skip`]), a
+    /// PNG's starts at the first row (its rows are known only in order).
+    ///
+    /// # Errors
+    /// As [`Decoder::new`]; for a JPEG, as [`jpeg::Decoder::skip`].
+    pub fn at_row(
+        data: &'a [u8],
+        header: &Header,
+        limits: &Limits,
+        row: usize,
+    ) -> Result<(Self, usize), KimiError> {
+        Ok(match Self::new(data, header, limits)? {
+            Self::Jpeg(mut d) if row > 0 => {
+                d.skip(row)?;
+                (Self::Jpeg(d), row)
+            }
+            decoder => (decoder, 0),
+        })
+    }
+
+    /// Whether starting at a row ([`Decoder::at_row`]) saves most of the
+    /// work of the rows before it: a JPEG of one scan, whose rows skipped
+    /// are entropy-decoded only. Not a PNG's, nor a JPEG's of several
+    /// scans (decoded whole at the start).
+    #[must_use]
+    pub fn skips_rows(&self) -> bool {
+        matches!(self, Self::Jpeg(d) if d.single_scan())
+    }
 }
 
 /// Decode `data`, whose [`route`] was `Route::Native(header)`, into `out`

@@ -4,7 +4,7 @@
 
 use super::output::{check_out, new_values, Output, PixelValues, Preprocessed};
 use super::schedule::thread_plan;
-use super::stream::Streamed;
+use super::stream::{Lanes, Streamed};
 use super::BatchPlan;
 use crate::buffers::{poison, try_buffer, Scratch};
 use crate::composite::Compositor;
@@ -194,10 +194,18 @@ fn patchify_bands<T: OutputValue>(
     })
 }
 
+/// Decoded bytes of the smallest encoded image whose resize [`run_view`]
+/// splits among several decoders ([`Lanes`]).
+const LANE_MIN_BYTES: usize = 4 << 20;
+
 /// [`run_image`] of a view of pixels, or of an encoded view
 /// ([`ImageView::encoded`]) decoded band by band as the pipeline reads it
-/// ([`Streamed`]; with a parallel `run`, decoded ahead on a second thread of
-/// the pool while the bands before are resized), never held whole.
+/// ([`Streamed`]), never held whole. With a parallel `run`, an image of
+/// [`LANE_MIN_BYTES`] or more that is resized, and a decoder that skips rows
+/// cheaply (a JPEG of one scan), each thread of the pool resizes a run of
+/// bands from a decoder of its own ([`Lanes`]; if that fails, the image is
+/// run again as follows); otherwise the image is decoded ahead on a second
+/// thread of the pool while the bands before are resized.
 ///
 /// # Errors
 /// Any error of [`decode_into`](crate::decode::decode_into) and of [`run_image`];
@@ -216,8 +224,25 @@ fn run_view<T: OutputValue>(
         return run_image(image, r, cfg, table, compat, run, out);
     };
     let limits = Limits::default();
-    let stream = Streamed::new(header, || Decoder::new(image.data, &header, &limits))?;
+    let start = |row| Decoder::at_row(image.data, &header, &limits, row);
+    let stream = Streamed::new(header, &start)?;
     let (w, h, ch) = (image.width, image.height, image.channels);
+    let resized = (r.new_width as usize, r.new_height as usize) != (w, h);
+    let lanes = rayon::current_num_threads();
+    let large = header.decoded_len().is_ok_and(|n| n >= LANE_MIN_BYTES);
+    let stream = if run.parallel && resized && large && lanes > 1 && stream.skips_rows() {
+        let lanes = Lanes::new(stream, lanes);
+        let view = ImageView::from_rows(&lanes, w, h, ch, ch)?;
+        if run_image(&view, r, cfg, table, compat, run, out).is_ok() {
+            return Ok(());
+        }
+        // A lane that starts past the first row may fail where a decode from
+        // the first row fails elsewhere, or does not fail (`Lanes`): the
+        // image again from one stream gives the decode's own error.
+        Streamed::new(header, &start)?
+    } else {
+        stream
+    };
     let view = ImageView::from_rows(&stream, w, h, ch, ch)?;
     let mut reads = || {
         let _reads = stream.reads();

@@ -9,6 +9,8 @@ use super::{vertical_first, weighted_sums, Pixels, ResizeFailed};
 
 use std::sync::{Mutex, PoisonError};
 
+use rayon::prelude::*;
+
 use crate::buffers::{poison, AllocFailed};
 use crate::composite::{muldiv255, premultiply, unpremultiply, Compositor};
 use crate::config::PillowCompat;
@@ -222,6 +224,7 @@ struct Band {
 
 /// Where the bands of [`banded`] read their input rows, and what a band does
 /// to them before its passes.
+#[derive(Clone, Copy)]
 struct Inputs<'a> {
     src: Pixels<'a>,
     height: usize,
@@ -342,8 +345,11 @@ struct ResizeOptions<'a> {
 /// vertical with `cv` (an axis without coefficients keeps its size), band by
 /// band of output rows (bands in parallel when `run.parallel`, unless the
 /// source makes its rows in order, [`RowSource::in_order`](crate::image::RowSource::in_order):
-/// then one after another, each releasing the rows before its own; each band
-/// runs its passes on one thread), premultiplied around the passes when
+/// then one after another, each releasing the rows before its own, or, from a
+/// source with several readers, [`RowSource::lanes`](crate::image::RowSource::lanes),
+/// a run of bands after another from each reader, the runs at once (their
+/// lengths from [`lane_starts`]); each band runs its passes on one thread),
+/// premultiplied around the passes when
 /// asked. With `Fill::After`, each finished band (alpha last) is composited onto the
 /// background into `out`, which then holds `C - 1` bytes a pixel (Kimi-K3's
 /// `fill_transparent_bg_with` after the resize, row by row as the reference
@@ -408,10 +414,16 @@ fn banded<const S: usize, const C: usize>(
     // source's copies of them while it reads, a quarter the band's.
     // A source that makes its rows in order is read band after band.
     let parallel = run.parallel && !src.in_order();
-    let threads = if parallel {
-        rayon::current_num_threads()
-    } else {
-        1
+    // An in-order source with several readers ([`RowSource::lanes`]): runs
+    // of bands, one a reader, at once.
+    let lanes = match src {
+        Pixels::Rows(source) if run.parallel && source.lanes().0 > 1 => Some(source),
+        _ => None,
+    };
+    let threads = match lanes {
+        Some(source) => source.lanes().0.min(rayon::current_num_threads()),
+        None if parallel => rayon::current_num_threads(),
+        None => 1,
     };
     let share = BANDS_BYTES / threads;
     let (band_share, window_len) = match src {
@@ -437,6 +449,10 @@ fn banded<const S: usize, const C: usize>(
     // Input rows a horizontal pass reads at once: as many as a quarter of the
     // share holds, in whole transposed bands of `ROWS` (at least one).
     let chunk_rows = ((share / 4 / src_row_len) / ROWS * ROWS).max(ROWS);
+    let lanes = lanes.map(|source| {
+        let bands = out.len().div_ceil(final_row_len * band_rows);
+        (source, lane_starts(threads, source.lanes().1, bands))
+    });
     let h_taps = ch.map(|ch| HorizontalTaps::new(ch, S));
     let inputs = Inputs {
         src,
@@ -450,121 +466,184 @@ fn banded<const S: usize, const C: usize>(
     };
     let path = run.path;
     let failed: Mutex<Option<ResizeFailed>> = Mutex::new(None);
-    for_each_chunk(
-        out,
-        final_row_len * band_rows,
-        parallel,
-        Band::default,
-        |Band {
-             window,
-             window_rows,
-             copy,
-             tmp,
-             columns,
-             resized,
-         }: &mut Band,
-         band,
-         final_band| {
-            let yy0 = band * band_rows;
-            let rows = final_band.len() / final_row_len;
-            // The input rows this band reads: its vertical taps, or its own rows.
-            let (first, end) = match cv {
-                Some(cv) => {
-                    let taps = cv.bounds[yy0..yy0 + rows].iter();
-                    let first = taps.clone().map(|&(start, _)| start).min().unwrap_or(0);
-                    let end = taps.map(|&(start, n)| start + n).max().unwrap_or(first);
-                    (first, end)
-                }
-                None => (yy0, yy0 + rows),
-            };
-            if !parallel {
-                // The bands after this one read from `first` on.
-                src.release(first);
+    // Band `band` of the output, `final_band`, from the rows of `inputs`.
+    let run_band = |Band {
+                        window,
+                        window_rows,
+                        copy,
+                        tmp,
+                        columns,
+                        resized,
+                    }: &mut Band,
+                    inputs: &Inputs<'_>,
+                    band: usize,
+                    final_band: &mut [u8]| {
+        let yy0 = band * band_rows;
+        let rows = final_band.len() / final_row_len;
+        // The input rows this band reads: its vertical taps, or its own rows.
+        let (first, end) = match cv {
+            Some(cv) => {
+                let taps = cv.bounds[yy0..yy0 + rows].iter();
+                let first = taps.clone().map(|&(start, _)| start).min().unwrap_or(0);
+                let end = taps.map(|&(start, n)| start + n).max().unwrap_or(first);
+                (first, end)
             }
-            // The band's passes into `out_band` (its resized rows, `C` bytes a pixel).
-            let mut passes = |out_band: &mut [u8]| -> Result<(), ResizeFailed> {
-                let premultiply_h = premultiplied && !premultiply_copy;
-                // A horizontal pass on the input rows `first..end` into `out`
-                // (their resized rows), `chunk_rows` input rows at a time: a
-                // band of wide rows whose vertical taps span many of them never
-                // holds them all.
-                let mut horizontal_rows = |taps, out: &mut [u8]| -> Result<(), ResizeFailed> {
-                    let mut a = first;
-                    while a < end {
-                        let b = (a + chunk_rows).min(end);
-                        let input = inputs.rows(window, window_rows, copy, a, b)?;
-                        let rows_out =
-                            &mut out[(a - first) * out_row_len..(b - first) * out_row_len];
-                        horizontal_into::<S, C>(
-                            input,
-                            width,
-                            taps,
-                            premultiply_h,
-                            path,
-                            columns,
-                            rows_out,
-                        )?;
-                        a = b;
-                    }
-                    Ok(())
-                };
-                match (&h_taps, cv) {
-                    (Some(taps), Some(cv)) if vertical_first => {
-                        let input = inputs.rows(window, window_rows, copy, first, end)?;
-                        grow(tmp, rows * in_row_len)?;
-                        vertical_into(input, in_row_len, cv, first, yy0, path, tmp);
-                        horizontal_into::<S, C>(tmp, width, taps, false, path, columns, out_band)?;
-                    }
-                    (Some(taps), Some(cv)) => {
-                        grow(tmp, (end - first) * out_row_len)?;
-                        horizontal_rows(taps, tmp)?;
-                        vertical_into(tmp, out_row_len, cv, first, yy0, path, out_band);
-                    }
-                    (Some(taps), None) => horizontal_rows(taps, out_band)?,
-                    (None, Some(cv)) if S == C => {
-                        let input = inputs.rows(window, window_rows, copy, first, end)?;
-                        vertical_into(input, in_row_len, cv, first, yy0, path, out_band);
-                    }
-                    (None, Some(cv)) => {
-                        let input = inputs.rows(window, window_rows, copy, first, end)?;
-                        grow(tmp, rows * in_row_len)?;
-                        vertical_into(input, in_row_len, cv, first, yy0, path, tmp);
-                        pack::<S, C>(tmp, out_band);
-                    }
-                    (None, None) => pack::<S, C>(
-                        inputs.rows(window, window_rows, copy, first, end)?,
-                        out_band,
-                    ),
-                }
-                if premultiplied {
-                    unpremultiply(out_band, C);
+            None => (yy0, yy0 + rows),
+        };
+        if !parallel {
+            // The bands after this one read from `first` on.
+            inputs.src.release(first);
+        }
+        // The band's passes into `out_band` (its resized rows, `C` bytes a pixel).
+        let mut passes = |out_band: &mut [u8]| -> Result<(), ResizeFailed> {
+            let premultiply_h = premultiplied && !premultiply_copy;
+            // A horizontal pass on the input rows `first..end` into `out`
+            // (their resized rows), `chunk_rows` input rows at a time: a
+            // band of wide rows whose vertical taps span many of them never
+            // holds them all.
+            let mut horizontal_rows = |taps, out: &mut [u8]| -> Result<(), ResizeFailed> {
+                let mut a = first;
+                while a < end {
+                    let b = (a + chunk_rows).min(end);
+                    let input = inputs.rows(window, window_rows, copy, a, b)?;
+                    let rows_out = &mut out[(a - first) * out_row_len..(b - first) * out_row_len];
+                    horizontal_into::<S, C>(
+                        input,
+                        width,
+                        taps,
+                        premultiply_h,
+                        path,
+                        columns,
+                        rows_out,
+                    )?;
+                    a = b;
                 }
                 Ok(())
             };
-            let mut step = || -> Result<(), ResizeFailed> {
-                let Some(compositor) = composite else {
-                    return passes(final_band);
-                };
-                grow(resized, rows * out_row_len)?;
-                passes(resized)?;
-                let rows = resized.chunks_exact(out_row_len);
-                for (r, (row, out_row)) in rows
-                    .zip(final_band.chunks_exact_mut(final_row_len))
-                    .enumerate()
-                {
-                    compositor.row(yy0 + r, row, out_row);
+            match (&h_taps, cv) {
+                (Some(taps), Some(cv)) if vertical_first => {
+                    let input = inputs.rows(window, window_rows, copy, first, end)?;
+                    grow(tmp, rows * in_row_len)?;
+                    vertical_into(input, in_row_len, cv, first, yy0, path, tmp);
+                    horizontal_into::<S, C>(tmp, width, taps, false, path, columns, out_band)?;
                 }
-                Ok(())
-            };
-            if let Err(e) = step() {
-                *failed.lock().unwrap_or_else(PoisonError::into_inner) = Some(e);
+                (Some(taps), Some(cv)) => {
+                    grow(tmp, (end - first) * out_row_len)?;
+                    horizontal_rows(taps, tmp)?;
+                    vertical_into(tmp, out_row_len, cv, first, yy0, path, out_band);
+                }
+                (Some(taps), None) => horizontal_rows(taps, out_band)?,
+                (None, Some(cv)) if S == C => {
+                    let input = inputs.rows(window, window_rows, copy, first, end)?;
+                    vertical_into(input, in_row_len, cv, first, yy0, path, out_band);
+                }
+                (None, Some(cv)) => {
+                    let input = inputs.rows(window, window_rows, copy, first, end)?;
+                    grow(tmp, rows * in_row_len)?;
+                    vertical_into(input, in_row_len, cv, first, yy0, path, tmp);
+                    pack::<S, C>(tmp, out_band);
+                }
+                (None, None) => pack::<S, C>(
+                    inputs.rows(window, window_rows, copy, first, end)?,
+                    out_band,
+                ),
             }
-        },
-    );
+            if premultiplied {
+                unpremultiply(out_band, C);
+            }
+            Ok(())
+        };
+        let mut step = || -> Result<(), ResizeFailed> {
+            let Some(compositor) = composite else {
+                return passes(final_band);
+            };
+            grow(resized, rows * out_row_len)?;
+            passes(resized)?;
+            let rows = resized.chunks_exact(out_row_len);
+            for (r, (row, out_row)) in rows
+                .zip(final_band.chunks_exact_mut(final_row_len))
+                .enumerate()
+            {
+                compositor.row(yy0 + r, row, out_row);
+            }
+            Ok(())
+        };
+        if let Err(e) = step() {
+            *failed.lock().unwrap_or_else(PoisonError::into_inner) = Some(e);
+        }
+    };
+    let band_len = final_row_len * band_rows;
+    match lanes {
+        Some((source, starts)) => {
+            // Each lane's run of bands in order, from its own reader, the
+            // lanes at once.
+            let mut rest = out;
+            let mut runs = Vec::with_capacity(starts.len());
+            for (i, pair) in starts.windows(2).enumerate() {
+                let (run, after) =
+                    rest.split_at_mut(((pair[1] - pair[0]) * band_len).min(rest.len()));
+                runs.push((i, pair[0], run));
+                rest = after;
+            }
+            runs.into_par_iter().for_each(|(i, first_band, run)| {
+                let inputs = Inputs {
+                    src: Pixels::Rows(source.lane(i).unwrap_or(source)),
+                    ..inputs
+                };
+                for_each_chunk(
+                    run,
+                    band_len,
+                    false,
+                    Band::default,
+                    |state, band, final_band| {
+                        run_band(state, &inputs, first_band + band, final_band);
+                    },
+                );
+            });
+        }
+        None => for_each_chunk(
+            out,
+            band_len,
+            parallel,
+            Band::default,
+            |state, band, final_band| {
+                run_band(state, &inputs, band, final_band);
+            },
+        ),
+    }
     match failed.into_inner().unwrap_or_else(PoisonError::into_inner) {
         Some(e) => Err(e),
         None => Ok(()),
     }
+}
+
+/// The first band of each of `lanes` runs of `bands` bands, and `bands`
+/// after the last: runs that take about as long, where a run's work is its
+/// bands plus `cost` a band before its first (the rows its reader skips to
+/// start there, [`RowSource::lanes`](crate::image::RowSource::lanes)). With
+/// `t` each run's work as a fraction of all the bands, the run starting at
+/// fraction `s_k` has `t - cost * s_k`, so `s_{k+1} = t + (1 - cost) s_k` and
+/// `t = cost / (1 - (1 - cost)^lanes)` (`1 / lanes` at no cost). Empty runs
+/// are left out.
+fn lane_starts(lanes: usize, cost: f64, bands: usize) -> Vec<usize> {
+    let lanes = lanes.clamp(1, bands.max(1));
+    let keep = 1.0 - cost;
+    let t = if cost > 0.0 {
+        cost / (1.0 - keep.powi(i32::try_from(lanes).unwrap_or(i32::MAX)))
+    } else {
+        1.0 / lanes as f64
+    };
+    let mut starts = vec![0];
+    let mut s = 0.0;
+    for _ in 1..lanes {
+        s = t + keep * s;
+        let band = ((s * bands as f64).round() as usize).min(bands);
+        if band > *starts.last().unwrap_or(&0) && band < bands {
+            starts.push(band);
+        }
+    }
+    starts.push(bands);
+    starts
 }
 
 /// The resize of `src` (`S`-byte pixels whose first `C` bytes are the
@@ -608,6 +687,19 @@ mod tests {
     use crate::image::RowSource;
     use crate::test_util::noise;
     use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn lane_runs_take_about_as_long() {
+        // Run 2 starts 62.5 % down: 63 bands, against 37 and 0.4 x 63 skipped.
+        assert_eq!(lane_starts(2, 0.4, 100), [0, 63, 100]);
+        assert_eq!(lane_starts(3, 0.4, 1000), [0, 510, 816, 1000]);
+        assert_eq!(lane_starts(3, 0.0, 10), [0, 3, 7, 10]);
+        // No more runs than bands, none empty.
+        assert_eq!(lane_starts(4, 0.4, 2), [0, 1, 2]);
+        assert_eq!(lane_starts(2, 0.4, 1), [0, 1]);
+        // Starting further down costs more than it saves: one run.
+        assert_eq!(lane_starts(8, 0.9, 3), [0, 3]);
+    }
 
     /// A row source over `src` (rows of `row_len` bytes) that records the
     /// most rows one read asked for and the reads, and fails reads past row

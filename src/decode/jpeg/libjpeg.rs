@@ -188,6 +188,8 @@ pub(super) struct Api {
     read_scanlines:
         unsafe extern "C-unwind" fn(*mut Decompress, *mut *mut u8, JDimension) -> JDimension,
     finish: unsafe extern "C-unwind" fn(*mut Decompress) -> Boolean,
+    skip_scanlines: unsafe extern "C-unwind" fn(*mut Decompress, JDimension) -> JDimension,
+    has_multiple_scans: unsafe extern "C-unwind" fn(*mut Decompress) -> Boolean,
     resync: ResyncFn,
     /// What [`Api::open`] found, for `load`'s answer.
     pub(super) description: String,
@@ -240,6 +242,8 @@ impl Api {
             start: sym!(c"jpeg_start_decompress"),
             read_scanlines: sym!(c"jpeg_read_scanlines"),
             finish: sym!(c"jpeg_finish_decompress"),
+            skip_scanlines: sym!(c"jpeg_skip_scanlines"),
+            has_multiple_scans: sym!(c"jpeg_has_multiple_scans"),
             resync: sym!(c"jpeg_resync_to_restart"),
             description: String::new(),
             _lib: lib,
@@ -289,7 +293,15 @@ struct State {
     err: ErrorMgr,
     src: SourceMgr,
     progress: ProgressMgr,
+    client: Client,
+}
+
+/// What the callbacks read and write, at `client_data`.
+struct Client {
+    /// The progress monitor stops the decode past this many scans.
     max_scans: usize,
+    /// The source was asked for more data than the file has (it suspended).
+    ran_out: bool,
 }
 
 impl<'a> Session<'a> {
@@ -304,8 +316,8 @@ impl<'a> Session<'a> {
             (*p).err.error_exit = Some(error_exit);
             (*p).err.output_message = Some(output_message);
             (*p).cinfo.common.err = &raw mut (*p).err;
-            (*p).cinfo.common.client_data = (&raw mut (*p).max_scans).cast();
-            (*p).max_scans = max_scans;
+            (*p).cinfo.common.client_data = (&raw mut (*p).client).cast();
+            (*p).client.max_scans = max_scans;
         }
         Self(p, api)
     }
@@ -348,12 +360,12 @@ unsafe extern "C-unwind" fn error_exit(cinfo: *mut Common) {
 unsafe extern "C-unwind" fn output_message(_cinfo: *mut Common) {}
 
 unsafe extern "C-unwind" fn progress_monitor(cinfo: *mut Common) {
-    // SAFETY: set on decompress objects only; `client_data` is `State::max_scans`.
+    // SAFETY: set on decompress objects only; `client_data` is `State::client`.
     let (scans, limit) = unsafe {
         let scans = (*cinfo.cast::<Decompress>()).input_scan_number;
         (
             usize::try_from(scans).unwrap_or(0),
-            *(*cinfo).client_data.cast::<usize>(),
+            (*(*cinfo).client_data.cast::<Client>()).max_scans,
         )
     };
     if scans > limit {
@@ -365,7 +377,9 @@ unsafe extern "C-unwind" fn source_noop(_cinfo: *mut Decompress) {}
 
 /// All the data is in the buffer from the start: asking for more suspends, as
 /// Pillow's `fill_input_buffer` does; with no more to feed, that is truncation.
-unsafe extern "C-unwind" fn fill_input_buffer(_cinfo: *mut Decompress) -> Boolean {
+unsafe extern "C-unwind" fn fill_input_buffer(cinfo: *mut Decompress) -> Boolean {
+    // SAFETY: `client_data` is `State::client` (`Session::new`).
+    unsafe { (*(*cinfo).common.client_data.cast::<Client>()).ran_out = true };
     0
 }
 
@@ -519,6 +533,45 @@ impl<'a> Reader<'a> {
         catch(run).and_then(|r| r)?;
         self.next += n_rows;
         Ok(())
+    }
+
+    /// Go past the next `rows` rows (fewer than are left) without producing
+    /// them: `jpeg_skip_scanlines`, which entropy-decodes the whole iMCU rows
+    /// it passes (no IDCT, upsampling or colour conversion) and reads the rows
+    /// an upsampler's context needs, so the rows after are the ones
+    /// [`Reader::read`] would give. The library assumes a source that never
+    /// suspends there: data that runs out on the way is
+    /// `Fault::Truncated`, and the reader is not used again.
+    pub(super) fn skip(&mut self, rows: usize) -> Result<(), Fault> {
+        let (api, p) = (self.session.1, self.session.0);
+        if rows >= self.height - self.next {
+            return Err(Fault::Mismatch(format!(
+                "{rows} rows skipped after row {}",
+                self.next
+            )));
+        }
+        // SAFETY: `p` is the started object of `start`; skipping writes no row.
+        let run = || unsafe {
+            let cinfo = &raw mut (*p).cinfo;
+            (api.skip_scanlines)(cinfo, rows as JDimension);
+            (*p).client.ran_out
+        };
+        if catch(run)? {
+            return Err(Fault::Truncated);
+        }
+        self.next += rows;
+        Ok(())
+    }
+
+    /// Whether the file is one scan of every component (baseline or
+    /// extended sequential, interleaved): its rows are entropy-decoded as
+    /// they are read, so [`Reader::skip`] saves the rest of the work. A file
+    /// of several scans was decoded whole by `jpeg_start_decompress`.
+    pub(super) fn single_scan(&self) -> bool {
+        let (api, p) = (self.session.1, self.session.0);
+        // SAFETY: `p` is the started object of `start`, in the state
+        // `jpeg_has_multiple_scans` asks for (between header and finish).
+        catch(|| unsafe { (api.has_multiple_scans)(&raw mut (*p).cinfo) }).is_ok_and(|m| m == 0)
     }
 }
 

@@ -582,3 +582,88 @@ fn decode_without_a_loaded_library() {
     let err = decode_into(&data, &header, &Limits::default(), &mut out).unwrap_err();
     assert_eq!(err.to_string(), "cannot decode JPEG: no libjpeg loaded");
 }
+
+/// Skipping to any row gives the rows a decode from the first row gives
+/// after it, for every sampling of the committed files (one scan or several,
+/// restart markers, odd sizes); and on damaged copies (cut short at every
+/// 97th byte, or one byte of the scan changed, 40 seeded ones a file),
+/// wherever a decode of the rows before the skip and the decode that skipped
+/// both succeed, the whole decode succeeds with the same rows: the pipeline's
+/// lanes (`pipeline::stream::Lanes`) never give rows the whole decode would
+/// not.
+#[test]
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+fn skipped_rows_are_the_rows_a_whole_decode_gives_after_them() {
+    use libjpeg::Reader;
+    let api = debian();
+    let files = [
+        ("s440.jpg", true),
+        ("s411.jpg", true),
+        ("s410.jpg", true),
+        ("s_mixed.jpg", true),
+        ("s411_odd.jpg", true),
+        ("restart_every_block_odd.jpg", true),
+        ("rgb_adobe.jpg", true),
+        ("s440_progressive_odd.jpg", false),
+    ];
+    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+    let mut random = |n: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        usize::try_from(seed % n as u64).expect("below n")
+    };
+    for (name, single) in files {
+        let data = committed(name);
+        let Ok(Route::Native(h)) = route(&data, false) else {
+            panic!("{name}: native route")
+        };
+        let shape = (h.width, h.height, h.channels);
+        let row = h.width * h.channels;
+        let scan = data
+            .windows(2)
+            .rposition(|w| w == [0xFF, 0xDA])
+            .expect("SOS")
+            + 16;
+        let mut damaged: Vec<Vec<u8>> = (0..data.len())
+            .step_by(97)
+            .map(|cut| data[..cut].to_vec())
+            .collect();
+        for _ in 0..40 {
+            let mut bad = data.clone();
+            bad[scan + random(data.len() - 2 - scan)] = u8::try_from(random(256)).expect("a byte");
+            damaged.push(bad);
+        }
+        let decode = |data: &[u8], skip: usize, out: &mut [u8]| {
+            Reader::start(&api, data, shape, 500).and_then(|mut r| {
+                assert_eq!(r.single_scan(), single, "{name}");
+                if skip > 0 {
+                    r.skip(skip)?;
+                }
+                r.read(out)
+            })
+        };
+        let mut whole = vec![0u8; row * h.height];
+        decode(&data, 0, &mut whole).expect("decodes");
+        for skip in 1..h.height {
+            let mut rest = vec![0u8; row * (h.height - skip)];
+            decode(&data, skip, &mut rest).expect("decodes");
+            assert!(rest == whole[skip * row..], "{name} skip {skip}");
+        }
+        for (i, data) in damaged.iter().enumerate() {
+            let mut first = vec![0u8; row * h.height];
+            let whole = decode(data, 0, &mut first);
+            for skip in 1..h.height {
+                let mut rest = vec![0u8; row * (h.height - skip)];
+                let before = decode(data, 0, &mut vec![0u8; row * skip]);
+                if before.is_ok() && decode(data, skip, &mut rest).is_ok() {
+                    assert_eq!(whole, Ok(()), "{name} damaged {i} skip {skip}");
+                    assert!(
+                        rest == first[skip * row..],
+                        "{name} damaged {i} skip {skip}"
+                    );
+                }
+            }
+        }
+    }
+}
