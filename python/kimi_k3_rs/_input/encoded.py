@@ -525,8 +525,12 @@ def _binary_file(source: _Source) -> Iterator[BinaryIO]:
 
 def _ico_entries(source: _Source) -> list[ico.IcoEntry] | None:
     """The entries of an ICO as Pillow ranks them, from their headers only
-    (:func:`kimi_k3_rs._input.ico.entries`); None when ``source`` is not an ICO."""
+    (:func:`kimi_k3_rs._input.ico.entries`); None when ``source`` is not an ICO (told
+    from its magic here: other files never reach the ICO reader)."""
     with _binary_file(source) as fp:
+        if fp.read(len(ico.MAGIC)) != ico.MAGIC:
+            return None
+        fp.seek(0)
         return ico.entries(fp)
 
 

@@ -15,7 +15,7 @@ from typing import BinaryIO, NamedTuple
 from PIL import PngImagePlugin
 
 #: The first 4 bytes of an ICO (reserved 0, type 1), ``_MAGIC`` of ``PIL/IcoImagePlugin.py``.
-_ICO_MAGIC = b"\x00\x00\x01\x00"
+MAGIC = b"\x00\x00\x01\x00"
 
 #: The signature ``IcoFile.frame`` looks for to read an entry as a PNG (else as a DIB).
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -57,7 +57,7 @@ def entries(fp: BinaryIO) -> list[IcoEntry] | None:
         cut short (Pillow's ICO plugin refuses such a file without decoding it).
     """
     head = fp.read(6)
-    if len(head) < 6 or not head.startswith(_ICO_MAGIC):
+    if len(head) < 6 or not head.startswith(MAGIC):
         return None
     count = int.from_bytes(head[4:], "little")
     directory = fp.read(16 * count)
