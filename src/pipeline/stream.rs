@@ -24,12 +24,13 @@ const AHEAD_BYTES: usize = 8 << 20;
 /// looks again.
 const WAIT: Duration = Duration::from_millis(1);
 /// What a [`Lanes`] decoder that starts at a row costs per row before it, as
-/// a fraction of decoding, resizing and normalising a row: a row skipped
-/// costs 0.55 of a row decoded (`jpeg_skip_scanlines` entropy-decodes it:
-/// 8000x6000 q90 4:2:0, 30 ms for 3,000 rows against 55 ms to decode them),
-/// and decoding is three quarters of a row's work in the pipeline (116 of 155
-/// ms, that file to Kimi-K2.5's size on one thread).
-const SKIP_COST: f64 = 0.4;
+/// a fraction of decoding, resizing and normalising a row in a lane: a row
+/// skipped costs 0.55 of a row decoded (`jpeg_skip_scanlines` entropy-decodes
+/// it: 8000x6000 q90 4:2:0, 30 ms for 3,000 rows against 55 ms to decode
+/// them), and decoding is 0.6 to 0.75 of a row's work (measured: at 0.4 the
+/// first of two lanes ran 7-10 % longer than the second, 8000x6000 and
+/// 4032x3024 photos to Kimi-K2.5's size; at 0.33 they end together).
+const SKIP_COST: f64 = 0.33;
 
 /// A decode that gives an image's rows in order, a few at a time.
 pub(super) trait InOrder: Send {
