@@ -297,6 +297,34 @@ impl<D: InOrder, F: Fn(usize) -> Result<(D, usize), KimiError> + Sync> Streamed<
         }
     }
 
+    /// After the decoder read its next rows, up to `end`, straight into a
+    /// read's buffer: the decoder moves on, or its error is the decode's.
+    fn end_read(
+        &self,
+        mut decoding: MutexGuard<'_, Decoding<D>>,
+        read: Result<(), KimiError>,
+        end: usize,
+    ) -> Result<(), String> {
+        let result = match read {
+            Ok(()) => {
+                decoding.next = end;
+                if end == self.header.height {
+                    decoding.decoder = None;
+                }
+                Ok(())
+            }
+            Err(e) => {
+                let message = e.to_string();
+                lock(&self.rows).error = Some(e);
+                decoding.decoder = None;
+                Err(message)
+            }
+        };
+        drop(decoding);
+        self.changed.notify_all();
+        result
+    }
+
     /// Start the decode again at row `first` (or a row before it, whose
     /// rows up to `first` are dropped as they come), keeping rows from
     /// `first` on; nothing while a decoder is under way and the rows kept
@@ -370,7 +398,7 @@ impl<D: InOrder, F: Fn(usize) -> Result<(D, usize), KimiError> + Sync> RowSource
             // Not decoded yet: decode them here, unless the decode ahead is
             // at it (then wait for its next chunk: taking its turn at the
             // lock would wait for it to run out of rows to decode ahead).
-            let decoding = match self.decoding.try_lock() {
+            let mut decoding = match self.decoding.try_lock() {
                 Ok(decoding) => decoding,
                 Err(TryLockError::Poisoned(decoding)) => decoding.into_inner(),
                 Err(TryLockError::WouldBlock) => {
@@ -380,15 +408,30 @@ impl<D: InOrder, F: Fn(usize) -> Result<(D, usize), KimiError> + Sync> RowSource
                     continue;
                 }
             };
-            drop(rows);
-            if decoding.decoder.is_some() {
-                self.decode_with(decoding, end);
-            } else {
-                // No decoder has these rows to give (the stream has not
-                // started, or its rows were released after the last was
-                // decoded): a new one.
-                drop(decoding);
-                self.restart(first);
+            let next = decoding.next;
+            match decoding.decoder.as_mut() {
+                Some(decoder) if next == first && kept.end <= first => {
+                    // The rows asked for are the decoder's next ones, and
+                    // none before them is kept: decoded straight into `out`,
+                    // and kept nowhere (a later read of them starts a new
+                    // decoder).
+                    rows.released = end;
+                    rows.drop_released();
+                    drop(rows);
+                    let read = decoder.read(out);
+                    return self.end_read(decoding, read, end);
+                }
+                Some(_) => {
+                    drop(rows);
+                    self.decode_with(decoding, end);
+                }
+                None => {
+                    // No decoder has these rows to give (the stream has not
+                    // started, or its rows were released after the last was
+                    // decoded): a new one.
+                    drop((rows, decoding));
+                    self.restart(first);
+                }
             }
         }
     }
@@ -555,19 +598,37 @@ mod tests {
     }
 
     #[test]
-    fn bands_read_in_order_give_the_rows_and_keep_only_their_chunks() {
+    fn reads_that_go_on_where_the_last_ended_are_decoded_straight_into_them() {
         let starts = AtomicUsize::new(0);
         let s = stream(&starts, usize::MAX);
-        for (first, end) in BANDS {
+        for (first, end) in [(0, 12), (12, 20), (20, 31), (31, 64), (64, 100)] {
             s.release(first);
             assert_eq!(read(&s, first, end).unwrap(), rows(first, end));
+            // Nothing kept: the rows went to the read only.
+            assert_eq!(lock(&s.rows).kept(), end..end);
+        }
+        assert_eq!(starts.load(Ordering::Relaxed), 1);
+        assert!(read(&s, 99, 101).is_err());
+    }
+
+    #[test]
+    fn overlapping_bands_read_in_order_give_the_rows_and_keep_only_their_chunks() {
+        let starts = AtomicUsize::new(0);
+        let s = stream(&starts, usize::MAX);
+        for (i, (first, end)) in BANDS.into_iter().enumerate() {
+            s.release(first);
+            assert_eq!(read(&s, first, end).unwrap(), rows(first, end));
+            if i == 0 {
+                // Decoded straight into the read; the next band's overlap
+                // with it starts a new decoder, whose chunks serve the rest.
+                continue;
+            }
             let kept = lock(&s.rows).kept();
             // From the chunk holding `first` to the chunk holding `end - 1`.
             assert_eq!(kept.start, first / 7 * 7, "{first}..{end}");
             assert_eq!(kept.end, (end.div_ceil(7) * 7).min(HEIGHT));
         }
-        assert_eq!(starts.load(Ordering::Relaxed), 1);
-        assert!(read(&s, 99, 101).is_err());
+        assert_eq!(starts.load(Ordering::Relaxed), 2);
     }
 
     #[test]
@@ -660,8 +721,9 @@ mod tests {
         });
         // The first stream's decoder, and one a lane, each at its first read.
         assert_eq!(starts.load(Ordering::Relaxed), 3);
-        assert_eq!(lock(&lanes.0[1].rows).kept().start, 33);
-        assert_eq!(lock(&lanes.0[0].rows).kept().start, 0);
+        // Each read went on where its lane's decoder was: nothing kept.
+        assert_eq!(lock(&lanes.0[1].rows).kept(), 71..71);
+        assert_eq!(lock(&lanes.0[0].rows).kept(), 40..40);
     }
 
     #[test]

@@ -262,9 +262,21 @@ impl<'a> Inputs<'a> {
             Pixels::Rows(source) => {
                 if !(window_rows.start <= a && b <= window_rows.end) {
                     let ahead = (a + self.window_len).min(self.height).max(b);
-                    grow(window, (ahead - a) * self.src_row_len)?;
+                    // The rows the window held from `a` on move to the front
+                    // and are not read again: bands that read a source in
+                    // order (the decoder's) read each row once.
+                    let len = self.src_row_len;
+                    let kept = if window_rows.start <= a && a < window_rows.end {
+                        let (from, to) = (a - window_rows.start, window_rows.len());
+                        window.copy_within(from * len..to * len, 0);
+                        window_rows.end - a
+                    } else {
+                        0
+                    };
+                    *window_rows = 0..0;
+                    grow_keeping(window, (ahead - a) * len, kept * len)?;
                     source
-                        .read_rows(a, ahead, window)
+                        .read_rows(a + kept, ahead, &mut window[kept * len..])
                         .map_err(ResizeFailed::Rows)?;
                     *window_rows = a..ahead;
                 }
@@ -301,12 +313,18 @@ impl<'a> Inputs<'a> {
 /// while the poison mode is on), or [`AllocFailed`]: its user writes every
 /// byte it reads.
 fn grow(v: &mut Vec<u8>, len: usize) -> Result<(), AllocFailed> {
+    grow_keeping(v, len, 0)
+}
+
+/// [`grow`], keeping the first `keep` bytes (`keep <= v.len()`, `len`):
+/// only the bytes after them start as garbage in the poison mode.
+fn grow_keeping(v: &mut Vec<u8>, len: usize, keep: usize) -> Result<(), AllocFailed> {
     if len > v.len() {
         v.try_reserve_exact(len - v.len())
             .map_err(|_| AllocFailed { bytes: len })?;
     }
     v.resize(len, 0);
-    poison(v);
+    poison(&mut v[keep..]);
     Ok(())
 }
 
@@ -702,14 +720,15 @@ mod tests {
     }
 
     /// A row source over `src` (rows of `row_len` bytes) that records the
-    /// most rows one read asked for and the reads, and fails reads past row
-    /// `fail_from`.
+    /// most rows one read asked for, the reads and the rows read, and fails
+    /// reads past row `fail_from`.
     struct Rows<'a> {
         src: &'a [u8],
         row_len: usize,
         fail_from: usize,
         most: AtomicUsize,
         reads: AtomicUsize,
+        rows: AtomicUsize,
     }
 
     impl<'a> Rows<'a> {
@@ -720,6 +739,7 @@ mod tests {
                 fail_from: usize::MAX,
                 most: AtomicUsize::new(0),
                 reads: AtomicUsize::new(0),
+                rows: AtomicUsize::new(0),
             }
         }
     }
@@ -737,6 +757,7 @@ mod tests {
             }
             self.most.fetch_max(end - first, Ordering::Relaxed);
             self.reads.fetch_add(1, Ordering::Relaxed);
+            self.rows.fetch_add(end - first, Ordering::Relaxed);
             out.copy_from_slice(&self.src[first * self.row_len..end * self.row_len]);
             Ok(())
         }
@@ -812,7 +833,9 @@ mod tests {
     fn a_row_source_is_read_ahead_in_windows_and_its_failure_returned() {
         // 2000 px RGBA rows (8,000 bytes), 4x down, one thread: its window is
         // a quarter of the 8 MiB budget, 262 rows, so the 1,200 rows take
-        // five reads, each serving many bands; the last rows fail to read.
+        // five reads, each serving many bands, and each row is read once
+        // (the rows a window shares with the next move over); the last rows
+        // fail to read.
         let (w, h) = (2000, 1200);
         let src = noise(w * h * 4, 3);
         let (ch, cv) = (Coefficients::new(w, 500), Coefficients::new(h, 300));
@@ -838,6 +861,7 @@ mod tests {
         let most = rows.most.load(Ordering::Relaxed);
         let reads = rows.reads.load(Ordering::Relaxed);
         assert_eq!((most, reads), (BANDS_BYTES / 4 / 8000, 5));
+        assert_eq!(rows.rows.load(Ordering::Relaxed), h);
         let failing = Rows {
             fail_from: 1100,
             ..Rows::new(&src, w * 4)
