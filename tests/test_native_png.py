@@ -507,6 +507,49 @@ def test_a_distance_too_far_back_right_after_a_row_is_the_next_rows_failure() ->
 
 
 @pytest.mark.parametrize(
+    ("w", "h", "interlace", "rows"),
+    [
+        (3, 5, False, 2),  # decoder fuzz, seed 260740027, case PNG:25875 (a 65x5 LA)
+        (3, 23, True, 1),  # case PNG:20024 (this Adam7 3x23 L)
+        (999, 70, False, 65),  # rows 0-64 fill the native decode's 64 KiB call
+    ],
+)
+@pytest.mark.parametrize(
+    ("header", "message"),
+    [
+        (0b111, "broken data stream when reading image file"),  # last, of invalid type 3
+        (0b000, "unrecognized data stream contents when reading image file"),  # a stored one
+    ],
+)
+def test_a_rows_filter_type_is_checked_once_its_call_has_read_on_to_the_end_of_the_read(
+    w: int, h: int, interlace: bool, rows: int, header: int, message: str
+) -> None:
+    # An L image's first `rows` filtered rows (in stream order), the last of filter type 7,
+    # then a sync flush, in one read whose last byte is the next block's header. ZipDecode.c
+    # unfilters a row once the inflate call that filled it has returned, and zlib reads on
+    # in that call, with no room, to the end of the read: an invalid block type there fails
+    # first ("broken data stream"); a stored block's header lets it check the filter type.
+    # The native decode inflated the rows in one call given all but the read's last byte,
+    # and unfiltered the last row before the call that read that byte: "unrecognized data
+    # stream contents" for both.
+    passes = ADAM7 if interlace else [(0, 0, 1, 1)]
+    lengths = [len(range(x0, w, dx)) for x0, y0, dx, dy in passes for _ in range(y0, h, dy) if x0 < w]
+    rng = np.random.default_rng(rows)
+    raw = b"".join(b"\0" + rng.integers(0, 4, n, np.uint8).tobytes() for n in lengths[:rows])
+    raw = raw[: -lengths[rows - 1] - 1] + b"\7" + raw[-lengths[rows - 1] :]
+    co = zlib.compressobj()
+    z = co.compress(raw) + co.flush(zlib.Z_SYNC_FLUSH) + bytes([header])
+    assert len(z) <= 65536  # one read
+    head = chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, int(interlace)))
+    data = SIG + head + chunk(b"IDAT", z) + chunk(b"IEND", b"")
+    ref = pillow(data)
+    assert isinstance(ref, OSError) and str(ref) == message
+    assert check(data) == "error"
+    with pytest.raises(kimi_k3_rs.ImageError, match=f"^image 0: cannot decode PNG: {message}$"):
+        kimi_k3_rs.preprocess(data, kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG)
+
+
+@pytest.mark.parametrize(
     ("data", "message"),
     [
         # decoder fuzz, seed 636329738, case PNG:9098: the run ends at a damaged chunk type

@@ -579,8 +579,8 @@ struct Inflater<'a> {
     z: Inflate,
     /// The room of the current call, when it is a bulk one.
     bulk: Option<usize>,
-    /// The last call was a bulk one that completed a row and ended on a
-    /// row's end.
+    /// The last call was a bulk one that ended on the end of a row it wrote:
+    /// that row waits in `buf` for the call with no room that reads on.
     row_end: bool,
 }
 
@@ -632,17 +632,17 @@ impl<'a> Inflater<'a> {
         };
         let data = self.data;
         let input = &data[self.input.0..self.input.1];
-        // After a bulk call that completed a row and ended on a row's end,
-        // read on with no room first, as Pillow's call that filled the row
-        // would (a bulk call that completed none is Pillow's call of its row:
-        // the next one goes on with room for the row).
+        // After a bulk call that ended on the end of a row it wrote, read on
+        // with no room first, as Pillow's call that filled the row would (a
+        // bulk call that wrote no whole row is Pillow's call of its row: the
+        // next one goes on with room for the row).
         let lookahead = self.row_end;
         self.bulk = (input.len() > 1 && !lookahead)
             .then(|| bulk_room(self.rows.clone(), self.buf.len()))
             .flatten();
         let (given, room) = match self.bulk {
             Some(room) => (input.len() - 1, room),
-            None if lookahead => (input.len(), 0),
+            None if lookahead => (input.len(), self.filled),
             None => (input.len(), r.len + 1),
         };
         let (read, written) = (self.z.total_in(), self.z.total_out());
@@ -666,14 +666,25 @@ impl<'a> Inflater<'a> {
             }
             Ok(Status::BufError) | Err(_) => (false, true),
         };
-        // The rows this call completed. After an error, those that Pillow's
-        // calls of one row each would have unfiltered (and checked the filter
-        // type of) first: every one zlib wrote a byte past before the error;
-        // not one that ends where the error was met, whose own call (zlib
-        // reads on after it fills the row, to the next byte it must write)
-        // meets the error, unless zlib meets that error only with room to
-        // write (a match's distance too far back: the next row's call).
-        let own_call = broken && self.z.error_message() != Some("invalid distance too far back");
+        // The rows this call completed that Pillow's calls of one row each
+        // would have unfiltered (and checked the filter type of) by now.
+        // `ZipDecode.c` unfilters a row only once `inflate` has returned from
+        // the call that filled it, and zlib reads on in that call after the
+        // row, with no room, to the next byte it must write, the end of the
+        // read, the end of the stream or an error (`if (err < 0) ... return
+        // -1` comes before `Apply predictor`): every row zlib wrote a byte
+        // past is unfiltered; one that ends where this call stopped is not
+        // when its own call meets an error there, unless zlib meets that
+        // error only with room to write (a match's distance too far back: the
+        // next row's call). Nor is it yet after a bulk call, given all but the
+        // read's last byte, that stopped there short of the stream's end: it
+        // waits for the call with no room that reads on (`row_end`), whose
+        // error would be the failure, not its filter type.
+        let own_call = if broken {
+            self.z.error_message() != Some("invalid distance too far back")
+        } else {
+            self.bulk.is_some() && !stream_end
+        };
         let done = if own_call {
             self.filled.saturating_sub(1)
         } else {
@@ -694,7 +705,7 @@ impl<'a> Inflater<'a> {
         }
         self.buf.copy_within(at..self.filled, 0);
         self.filled -= at;
-        self.row_end = self.bulk.is_some() && at > 0 && self.filled == 0;
+        self.row_end = own_call && self.rows.peek().is_some_and(|r| self.filled == r.len + 1);
         if self.rows.peek().is_none() || (stream_end && self.filled == 0 && self.completed) {
             return Ok(true);
         }
@@ -733,7 +744,8 @@ impl<'a> Inflater<'a> {
 /// up to 64 KiB of rows: zlib decodes the same symbols from the same
 /// bits whatever the room, so the same rows complete in the same reads and the
 /// same errors are met. Where such a call ends on a row's end, a call with no
-/// room reads on first, as Pillow's call that filled the row would. A stream
+/// room reads on first, as Pillow's call that filled the row would, and the
+/// row is unfiltered after it (an error it meets comes first). A stream
 /// end then counts where a row completed in the same read with nothing written
 /// since (the call that completes a row reads on to the end of the stream
 /// while its read lasts). `limits` has nothing for PNG; memory: 64 KiB

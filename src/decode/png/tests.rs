@@ -633,6 +633,32 @@ fn unknown_filter_types_fail_in_any_row() {
 }
 
 #[test]
+fn a_rows_filter_type_is_checked_once_its_call_has_read_to_the_end_of_the_read() {
+    // The first row(s) of a 3x5 L image (Adam7: 3x23), the last of filter type
+    // 7, then an empty stored block and, in the read's last byte, a block
+    // header: zlib reads it in the call that fills that row, before
+    // `ZipDecode.c` checks the row's filter type. Of an invalid type it is the
+    // failure (decoder fuzz, seed 260740027, cases PNG:25875 and PNG:20024).
+    for (h, interlace, raw) in [(5, 0, &[0, 1, 2, 3, 7, 4, 5, 6][..]), (23, 1, &[7, 1][..])] {
+        for (kind, message) in [(3, "broken data stream"), (0, "unrecognized data stream")] {
+            let bits = Bits::default()
+                .literals(raw)
+                .fixed(256)
+                .block(false, 0)
+                .align()
+                .bits(0, 16)
+                .bits(0xFFFF, 16)
+                .block(kind == 3, kind)
+                .align();
+            let mut z = vec![0x78, 0x01];
+            z.extend(bits.out);
+            let err = decode(&png(ihdr(3, h, 8, 0, interlace), &[], &z, &[])).unwrap_err();
+            assert!(err.to_string().contains(message), "{h} {kind}: {err}");
+        }
+    }
+}
+
+#[test]
 fn compressed_text_is_too_large_where_pythons_zlib_leaves_input_over() {
     let z = |n: usize| miniz_oxide::deflate::compress_to_vec_zlib(&vec![b'x'; n], 6);
     // Exactly the limit: zlib reads the end of the stream while it fills the output.
