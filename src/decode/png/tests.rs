@@ -3,7 +3,9 @@
 //! with the `png` crate's encoder.
 //! What Pillow gives for each of these is checked in `tests/test_native_png.py`.
 
+use super::inflate::{paeth, unfilter, ADAM7};
 use super::*;
+use crate::decode::Limits;
 
 fn chunk(kind: &[u8; 4], body: &[u8]) -> Vec<u8> {
     let mut c = (body.len() as u32).to_be_bytes().to_vec();
