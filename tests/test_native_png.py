@@ -421,6 +421,16 @@ def test_the_issue_21_file_fails_as_in_pillow() -> None:
         kimi_k3_rs.preprocess(data, kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG)
 
 
+def fails_as_pillow(data: bytes, message: str) -> None:
+    """Pillow fails on ``data`` with ``message``, and so do the native decode and
+    ``preprocess`` (``image 0: cannot decode PNG: <message>``)."""
+    ref = pillow(data)
+    assert isinstance(ref, OSError) and str(ref) == message
+    assert check(data) == "error"
+    with pytest.raises(kimi_k3_rs.ImageError, match=f"^image 0: cannot decode PNG: {message}$"):
+        kimi_k3_rs.preprocess(data, kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG)
+
+
 @pytest.mark.parametrize(
     ("rows", "message"),
     [
@@ -438,11 +448,7 @@ def test_a_row_of_an_unknown_filter_then_a_broken_code_fails_as_in_pillow(rows: 
     # broken stream in the first case (the damaged middle of a large PNG showed it).
     z = Bits().literals(rows).fixed(257).code(30, 5).stream(rows)
     data = SIG + chunk(b"IHDR", struct.pack(">IIBBBBB", 3, 5, 8, 0, 0, 0, 0)) + chunk(b"IDAT", z) + chunk(b"IEND", b"")
-    ref = pillow(data)
-    assert isinstance(ref, OSError) and str(ref) == message
-    assert check(data) == "error"
-    with pytest.raises(kimi_k3_rs.ImageError, match=f"^image 0: cannot decode PNG: {message}$"):
-        kimi_k3_rs.preprocess(data, kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG)
+    fails_as_pillow(data, message)
 
 
 def test_a_row_completed_from_held_bits_leaves_its_reads_byte_to_the_next_call() -> None:
@@ -480,11 +486,7 @@ def test_a_bulk_call_that_completed_no_row_is_followed_by_one_with_room() -> Non
         "4e44ae426082"
     )
     message = "broken data stream when reading image file"
-    ref = pillow(data)
-    assert isinstance(ref, OSError) and str(ref) == message
-    assert check(data) == "error"
-    with pytest.raises(kimi_k3_rs.ImageError, match=f"^image 0: cannot decode PNG: {message}$"):
-        kimi_k3_rs.preprocess(data, kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG)
+    fails_as_pillow(data, message)
 
 
 def test_a_distance_too_far_back_right_after_a_row_is_the_next_rows_failure() -> None:
@@ -499,11 +501,7 @@ def test_a_distance_too_far_back_right_after_a_row_is_the_next_rows_failure() ->
         "766c000000004944415435af061e0000000049454e44ae426082"
     )
     message = "unrecognized data stream contents when reading image file"
-    ref = pillow(data)
-    assert isinstance(ref, OSError) and str(ref) == message
-    assert check(data) == "error"
-    with pytest.raises(kimi_k3_rs.ImageError, match=f"^image 0: cannot decode PNG: {message}$"):
-        kimi_k3_rs.preprocess(data, kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG)
+    fails_as_pillow(data, message)
 
 
 @pytest.mark.parametrize(
@@ -542,11 +540,7 @@ def test_a_rows_filter_type_is_checked_once_its_call_has_read_on_to_the_end_of_t
     assert len(z) <= 65536  # one read
     head = chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, int(interlace)))
     data = SIG + head + chunk(b"IDAT", z) + chunk(b"IEND", b"")
-    ref = pillow(data)
-    assert isinstance(ref, OSError) and str(ref) == message
-    assert check(data) == "error"
-    with pytest.raises(kimi_k3_rs.ImageError, match=f"^image 0: cannot decode PNG: {message}$"):
-        kimi_k3_rs.preprocess(data, kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG)
+    fails_as_pillow(data, message)
 
 
 @pytest.mark.parametrize(
