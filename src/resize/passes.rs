@@ -4,6 +4,9 @@
 //! into bands are free: every arrangement gives Pillow's bytes.
 
 use super::coefficients::Coefficients;
+use super::quads::{self, QuadTaps, QUAD_BYTES};
+#[cfg(target_arch = "x86_64")]
+use super::quads::{quad_sums, rows_to_quads};
 use super::transpose::{columns_to_rows, rows_to_columns, ROWS};
 use super::{vertical_first, weighted_sums, Pixels, ResizeFailed};
 
@@ -32,7 +35,9 @@ use crate::simd::{Execution, SimdPath};
 /// are `columns[x * S * ROWS..]`, channel `c` at `+ c * ROWS`: the weighted sum
 /// of an output pixel reads the `C * ROWS` bytes of its channels at a column
 /// stride of `S * ROWS`, and never the pad bytes of `S > C` (RGB in 4-byte
-/// pixels is resampled without a packing copy).
+/// pixels is resampled without a packing copy). Where `taps` have quads
+/// (AVX-512 VNNI + VBMI), the band is laid out in quads of its `C` channels
+/// instead, and summed there (see [`quads`]); the output columns are the same.
 fn horizontal_into<const S: usize, const C: usize>(
     src: &[u8],
     width: usize,
@@ -43,11 +48,18 @@ fn horizontal_into<const S: usize, const C: usize>(
     out: &mut [u8],
 ) -> Result<(), AllocFailed> {
     const { assert!(C >= 1 && C <= S) };
-    let HorizontalTaps { coeffs, tiles } = taps;
+    let HorizontalTaps {
+        coeffs,
+        tiles,
+        quads,
+    } = taps;
     let out_w = coeffs.bounds.len();
     let (in_row_len, out_row_len) = (width * S, out_w * C);
-    let most = tiles.iter().map(|t| t.inputs.len()).max().unwrap_or(0);
-    grow(&mut columns.input, most * S * ROWS)?;
+    let most = match quads {
+        Some((_, tile_quads)) => tile_quads.iter().map(|q| q.len() * C * QUAD_BYTES).max(),
+        None => tiles.iter().map(|t| t.inputs.len() * S * ROWS).max(),
+    };
+    grow(&mut columns.input, most.unwrap_or(0))?;
     let most = tiles.iter().map(|t| t.outputs.len()).max().unwrap_or(0);
     grow(&mut columns.output, most * C * ROWS)?;
     let avx2 = matches!(path, SimdPath::Avx2 | SimdPath::Avx512);
@@ -61,30 +73,52 @@ fn horizontal_into<const S: usize, const C: usize>(
             &src[y * in_row_len..(y + 1) * in_row_len]
         });
         let mut outputs: Vec<&mut [u8]> = out_band.chunks_exact_mut(out_row_len).collect();
-        for Tile {
-            inputs: x,
-            outputs: xx,
-        } in tiles
+        for (
+            i,
+            Tile {
+                inputs: x,
+                outputs: xx,
+            },
+        ) in tiles.iter().enumerate()
         {
-            let (in_len, out_len) = (x.len() * S, xx.len() * C);
-            let tile_inputs = inputs.map(|row| &row[x.start * S..x.end * S]);
-            let input = &mut columns.input[..in_len * ROWS];
-            rows_to_columns(&tile_inputs, in_len, input, avx2);
-            if premultiply {
-                premultiply_columns::<S>(input);
-            }
+            let out_len = xx.len() * C;
             let output = &mut columns.output[..out_len * ROWS];
-            let (stride, lanes) = (S * ROWS, C * ROWS);
-            weighted_sums(
-                input,
-                stride,
-                coeffs,
-                xx.clone(),
-                x.start,
-                lanes,
-                output,
-                path,
-            );
+            match quads {
+                #[cfg(target_arch = "x86_64")]
+                Some((quad_taps, tile_quads)) => {
+                    let q = &tile_quads[i];
+                    let pixels = 4 * q.start..(4 * q.end).min(width);
+                    let tile_inputs = inputs.map(|row| &row[pixels.start * S..pixels.end * S]);
+                    let input = &mut columns.input[..q.len() * C * QUAD_BYTES];
+                    // SAFETY: `quads` are made only where `quads::available`.
+                    unsafe { rows_to_quads::<S, C>(&tile_inputs, q.len(), input) };
+                    if premultiply {
+                        premultiply_channels::<C>(input, QUAD_BYTES);
+                    }
+                    // SAFETY: as just above.
+                    unsafe { quad_sums::<C>(quad_taps, xx.clone(), input, q.start, output) };
+                }
+                _ => {
+                    let in_len = x.len() * S;
+                    let tile_inputs = inputs.map(|row| &row[x.start * S..x.end * S]);
+                    let input = &mut columns.input[..in_len * ROWS];
+                    rows_to_columns(&tile_inputs, in_len, input, avx2);
+                    if premultiply {
+                        premultiply_channels::<S>(input, ROWS);
+                    }
+                    let (stride, lanes) = (S * ROWS, C * ROWS);
+                    weighted_sums(
+                        input,
+                        stride,
+                        coeffs,
+                        xx.clone(),
+                        x.start,
+                        lanes,
+                        output,
+                        path,
+                    );
+                }
+            }
             columns_to_rows(output, out_len, &mut outputs, xx.start * C, avx2);
         }
     }
@@ -99,16 +133,32 @@ fn horizontal_into<const S: usize, const C: usize>(
 const TILE_BYTES: usize = 32 << 10;
 
 /// The taps of a horizontal pass, and its [`tiles`]: made once per resize.
+/// Where the pass runs on quads ([`quads::available`]), their taps too, and
+/// the quads of each tile.
 struct HorizontalTaps<'a> {
     coeffs: &'a Coefficients,
     tiles: Vec<Tile>,
+    quads: Option<(QuadTaps, Vec<std::ops::Range<usize>>)>,
 }
 
 impl<'a> HorizontalTaps<'a> {
-    /// The taps of `coeffs` for input pixels of `pixel_bytes` bytes.
-    fn new(coeffs: &'a Coefficients, pixel_bytes: usize) -> Self {
+    /// The taps of `coeffs` for input pixels of `pixel_bytes` bytes, summed on
+    /// the kernels of `path`.
+    fn new(coeffs: &'a Coefficients, pixel_bytes: usize, path: SimdPath) -> Self {
         let tiles = tiles(coeffs, TILE_BYTES / pixel_bytes);
-        Self { coeffs, tiles }
+        let quads = quads::available(path)
+            .then(|| QuadTaps::new(coeffs))
+            .flatten()
+            .map(|taps| {
+                let tile_quads = tiles.iter().map(|t| taps.quads(t.outputs.clone()));
+                let tile_quads = tile_quads.collect();
+                (taps, tile_quads)
+            });
+        Self {
+            coeffs,
+            tiles,
+            quads,
+        }
     }
 }
 
@@ -153,12 +203,14 @@ struct Columns {
     output: Vec<u8>,
 }
 
-/// [`premultiply`] of a transposed band: pixel `x`'s channel `c` is the
-/// `ROWS` bytes at `(x * S + c) * ROWS`, its alpha the last `ROWS` of them.
-fn premultiply_columns<const S: usize>(columns: &mut [u8]) {
-    for pixel in columns.chunks_exact_mut(S * ROWS) {
-        let (colour, alpha) = pixel.split_at_mut((S - 1) * ROWS);
-        for channel in colour.chunks_exact_mut(ROWS) {
+/// [`premultiply`] of a transposed band, in blocks of `S` channels of `unit`
+/// bytes (a pixel's byte columns, `ROWS` bytes each, or a quad's channels,
+/// `QUAD_BYTES` each), the alpha last: each colour byte by the alpha byte at
+/// its place in the alpha channel.
+fn premultiply_channels<const S: usize>(columns: &mut [u8], unit: usize) {
+    for pixel in columns.chunks_exact_mut(S * unit) {
+        let (colour, alpha) = pixel.split_at_mut((S - 1) * unit);
+        for channel in colour.chunks_exact_mut(unit) {
             for (c, &a) in channel.iter_mut().zip(alpha.iter()) {
                 *c = muldiv255(*c, a);
             }
@@ -471,7 +523,7 @@ fn banded<const S: usize, const C: usize>(
         let bands = out.len().div_ceil(final_row_len * band_rows);
         (source, lane_starts(threads, source.lanes().1, bands))
     });
-    let h_taps = ch.map(|ch| HorizontalTaps::new(ch, S));
+    let h_taps = ch.map(|ch| HorizontalTaps::new(ch, S, run.path));
     let inputs = Inputs {
         src,
         height,
@@ -790,7 +842,7 @@ mod tests {
             f(
                 image,
                 w,
-                &HorizontalTaps::new(ch, c),
+                &HorizontalTaps::new(ch, c, SimdPath::Scalar),
                 false,
                 SimdPath::Scalar,
                 &mut columns,
@@ -903,6 +955,73 @@ mod tests {
                 }
                 assert_eq!(rows.most.load(Ordering::Relaxed), 16);
             }
+        }
+    }
+
+    /// [`horizontal_into`] of `h` rows of `src` through `ch`, on `path`, on
+    /// quads (where `quads` and the CPU has them) or byte columns.
+    fn horizontal<const S: usize, const C: usize>(
+        src: &[u8],
+        w: usize,
+        ch: &Coefficients,
+        premultiply: bool,
+        path: SimdPath,
+        quads: bool,
+    ) -> Vec<u8> {
+        let mut taps = HorizontalTaps::new(ch, S, path);
+        if !quads {
+            taps.quads = None;
+        }
+        let h = src.len() / (w * S);
+        let mut out = vec![0u8; h * ch.bounds.len() * C];
+        let mut columns = Columns::default();
+        horizontal_into::<S, C>(src, w, &taps, premultiply, path, &mut columns, &mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn the_horizontal_pass_on_quads_equals_it_on_byte_columns() {
+        // Both routes of the AVX-512 pass against the scalar one: downscales
+        // (every lead of a quad), upscales, rows of several tiles, a last band
+        // of fewer than 16 rows, RGB in 4-byte pixels, premultiplied alpha.
+        if !quads::available(SimdPath::Avx512) {
+            return;
+        }
+        let check = |name: &str, got: &dyn Fn(SimdPath, bool) -> Vec<u8>| {
+            let want = got(SimdPath::Scalar, false);
+            assert!(got(SimdPath::Avx512, true) == want, "{name}: quads");
+            assert!(got(SimdPath::Avx512, false) == want, "{name}: byte columns");
+        };
+        for (w, h, nw) in [
+            (301, 37, 150),
+            (1000, 20, 123),
+            (50, 16, 170),
+            (9000, 17, 2000),
+        ] {
+            let ch = Coefficients::new(w, nw);
+            let name = format!("{w}x{h} -> {nw}");
+            let rgb = noise(w * h * 3, (w + h) as u64);
+            check(&name, &|path, q| {
+                horizontal::<3, 3>(&rgb, w, &ch, false, path, q)
+            });
+            let rgbx = noise(w * h * 4, (w + h) as u64);
+            check(&name, &|path, q| {
+                horizontal::<4, 3>(&rgbx, w, &ch, false, path, q)
+            });
+            check(&name, &|path, q| {
+                horizontal::<4, 4>(&rgbx, w, &ch, true, path, q)
+            });
+            let la = noise(w * h * 2, (w * h) as u64);
+            check(&name, &|path, q| {
+                horizontal::<2, 2>(&la, w, &ch, true, path, q)
+            });
+            check(&name, &|path, q| {
+                horizontal::<2, 1>(&la, w, &ch, false, path, q)
+            });
+            let l = noise(w * h, (w * h) as u64 + 1);
+            check(&name, &|path, q| {
+                horizontal::<1, 1>(&l, w, &ch, false, path, q)
+            });
         }
     }
 
