@@ -7,7 +7,11 @@ ours (``_native.resize_bicubic``, exact: checked against Pillow here), fast_imag
 time per call (``time.process_time``), medians of ``--repeat`` rounds in which the peers run
 interleaved. The peers are benchmark-only: ``pip install opencv-python-headless cykooz.resizer``.
 
-    python benchmarks/bench_resize_peers.py [--repeat 15]
+    python benchmarks/bench_resize_peers.py [--repeat 15] [--before DIR]
+
+``--before DIR`` also times the ``_native`` extension in ``DIR`` (``_native.abi3.so``: another
+build, e.g. ``target/release/libkimi_k3_rs.so`` of an earlier commit) in the same rounds,
+its bytes checked too, and prints ours / before.
 
 Ours runs ``kimi_k3_rs.simd_path``'s kernels (printed; on ``avx512``, the VNNI kernel where the
 CPU has VNNI, also printed); the Rust benchmarks time the AVX2 and AVX-512 paths on these cases
@@ -17,9 +21,12 @@ CPU has VNNI, also printed); the Rust benchmarks time the AVX2 and AVX-512 paths
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 from PIL import Image
@@ -51,7 +58,20 @@ def cpu_ms(fn: Callable[[], object]) -> float:
     return (time.process_time() - start) * 1e3
 
 
-def peers(array: np.ndarray, size: tuple[int, int]) -> dict[str, Callable[[], object]]:
+def load_before(folder: str) -> ModuleType:
+    """The ``_native`` extension built in ``folder``, loaded beside ours (as ``before._native``)."""
+    path = Path(folder) / "_native.abi3.so"
+    spec = importlib.util.spec_from_file_location("before._native", path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"no extension at {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def peers(
+    array: np.ndarray, size: tuple[int, int], before: ModuleType | None
+) -> dict[str, Callable[[], object]]:
     """Each contender's one call, on the same HxWx3 uint8 array."""
     new_w, new_h = size
     image = Image.fromarray(array)
@@ -60,6 +80,9 @@ def peers(array: np.ndarray, size: tuple[int, int]) -> dict[str, Callable[[], ob
         "pillow": lambda: image.resize(size, Image.Resampling.BICUBIC),
         "ours": lambda: _native.resize_bicubic(array, new_w, new_h, options),
     }
+    if before is not None:
+        old_options = before.Options("13", "float32", 1)
+        out["before"] = lambda: before.resize_bicubic(array, new_w, new_h, old_options)
     try:
         import cykooz_resizer as fir
 
@@ -84,22 +107,27 @@ def peers(array: np.ndarray, size: tuple[int, int]) -> dict[str, Callable[[], ob
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--before", metavar="DIR", help="a folder holding another build's _native.abi3.so")
     args = parser.parse_args()
+    before = load_before(args.before) if args.before else None
     rng = np.random.default_rng(0)
     print(f"simd_path {kimi_k3_rs.simd_path} (VNNI: {has_vnni()}), one thread, CPU ms medians of {args.repeat}")
-    print(f"{'case':<28} {'pillow':>8} {'ours':>8} {'fir':>8} {'cv2':>8} {'ours/fir':>9} {'ours/cv2':>9} exact")
+    extra = f" {'before':>8} {'ours/before':>11}" if before else ""
+    print(f"{'case':<28} {'pillow':>8} {'ours':>8} {'fir':>8} {'cv2':>8} {'ours/fir':>9} {'ours/cv2':>9}{extra} exact")
     for (w, h), size in CASES:
         array = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
-        calls = peers(array, size)
-        exact = np.array_equal(np.asarray(calls["pillow"]()), calls["ours"]())
+        calls = peers(array, size, before)
+        reference = np.asarray(calls["pillow"]())
+        exact = all(np.array_equal(reference, calls[name]()) for name in ("ours", "before") if name in calls)
         times: dict[str, list[float]] = {name: [] for name in calls}
         for _ in range(args.repeat):
             for name, call in calls.items():
                 times[name].append(cpu_ms(call))
         med = {name: statistics.median(t) for name, t in times.items()}
         fir, cv = med.get("fast_image_resize", float("nan")), med.get("cv2", float("nan"))
+        extra = f" {med['before']:8.2f} {med['ours'] / med['before']:11.2f}" if before else ""
         print(f"{f'{w}x{h} -> {size[0]}x{size[1]}':<28} {med['pillow']:8.2f} {med['ours']:8.2f} {fir:8.2f} "
-              f"{cv:8.2f} {med['ours'] / fir:9.2f} {med['ours'] / cv:9.2f} {exact}")
+              f"{cv:8.2f} {med['ours'] / fir:9.2f} {med['ours'] / cv:9.2f}{extra} {exact}")
 
 
 if __name__ == "__main__":
