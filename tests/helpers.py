@@ -24,7 +24,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pytest
-from PIL import Image
+from PIL import Image, UnidentifiedImageError
 
 import reference
 
@@ -568,6 +568,20 @@ def sanity_check() -> None:
     img = noise_array(40, 30, "RGBA", 3)
     media_proc_cfg = cfg("kimi_k3", in_patch_limit=3)
     assert_output_matches(kimi_k3_rs.preprocess(img, media_proc_cfg), reference.reference_preprocess(img, media_proc_cfg))
+
+
+def pillow_failure(data: bytes) -> str:
+    """``preprocess``'s message for encoded ``data`` (image 0) that Pillow fails on:
+    the exception of Pillow's ``Image.open`` + ``load``, as the package's Pillow path
+    reports it (``cannot read or decode it: <class>: <message>``, the object repr of
+    "cannot identify image file <...>" left out)."""
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            im.load()
+    except Exception as e:  # noqa: BLE001 - any failure of Pillow's is the reference
+        text = "cannot identify image file" if isinstance(e, UnidentifiedImageError) else str(e)
+        return f"image 0: cannot read or decode it: {type(e).__name__}: {text}"
+    raise AssertionError("Pillow decodes it")
 
 
 def from_pillow(exc: BaseException) -> bool:

@@ -10,8 +10,9 @@ Every case is one mutated file, decoded three ways, all in this process:
 * the reference: ``tests/reference.py`` (``Image.open`` + ``load``, then the
   checkpoint's steps in Pillow and numpy).
 
-The outcomes must match: all three raise (a native decode that fails on the image data
-with Pillow's message), or all three give the same ``pixel_values``
+The outcomes must match: all three raise (the package with Pillow's message, whichever
+decoder failed: a header fault of a native format goes to Pillow, which raises; a native
+decode that fails on the image data raises Pillow's message), or all three give the same ``pixel_values``
 and ``grid_thws`` bits; or the reference decodes and both package routes raise
 ``ImageTooLargeError``, a bound the package sets on purpose (counted as ``limit``). Where the core decodes natively, its pixels
 (``_native.decode_image``) must also be ``np.asarray(Image.open(...))``'s, since
@@ -46,6 +47,7 @@ import contextlib
 import io
 import os
 import random
+import re
 import struct
 import sys
 import time
@@ -62,9 +64,9 @@ import kimi_k3_rs
 import numpy as np
 import pytest
 import reference
-from kimi_k3_rs import _native
+from kimi_k3_rs import _native, errors
 from kimi_k3_rs._input import native as native_decode
-from PIL import Image
+from PIL import Image, UnidentifiedImageError
 
 SEED = int(os.environ.get("KIMI_K3_RS_FUZZ_SEED", "21"))
 CASES = int(os.environ.get("KIMI_K3_RS_FUZZ_CASES", "2000"))
@@ -642,11 +644,31 @@ DATA_ERRORS = (
 )
 
 
+def pillows_message(error: BaseException, want: BaseException) -> bool:
+    """Whether the package's ``error`` for image 0 is Pillow's failure ``want`` (the
+    reference's): from the Pillow path ``cannot read or decode it: <Pillow's exception>``,
+    the object repr of ``cannot identify image file <...>`` left out, as the package's
+    ``errors.unreadable`` shows it; from a native decode ``cannot decode <format>:
+    <Pillow's message>`` for a failure in the image data, less the count of bytes left
+    in "image file is truncated (N bytes not processed)". A bound of the package's
+    (``ImageTooLargeError``) has a message of its own."""
+    if isinstance(error, kimi_k3_rs.ImageTooLargeError):
+        return True
+    if isinstance(want, UnidentifiedImageError):
+        want = errors.unidentified()
+    text = str(error).removeprefix("image 0: ")
+    native = re.sub("^cannot decode (JPEG|PNG): ", "", text)
+    if native != text:
+        return native.startswith(DATA_ERRORS) and str(want).startswith(native)
+    return text == str(errors.unreadable(want))
+
+
 def differential(data: bytes, cfg: dict[str, Any]) -> tuple[str, str, str | None]:
     """(route, outcome, disagreement): outcome ``ok`` (all three equal), ``error`` (all
-    raise) or ``limit`` (the reference decodes, both package routes refuse with an
-    ``ImageTooLargeError``: a bound the package sets on purpose); the disagreement says
-    what differs, None when nothing does."""
+    raise, the package with Pillow's message: :func:`pillows_message`) or ``limit`` (the
+    reference decodes, both package routes refuse with an ``ImageTooLargeError``: a
+    bound the package sets on purpose); the disagreement says what differs, None when
+    nothing does."""
     route = route_of(data)
     ref = attempt(lambda: reference_outputs(data, cfg))
     runs = {"native route": attempt(lambda: package_outputs(data, cfg, "auto")),
@@ -658,16 +680,11 @@ def differential(data: bytes, cfg: dict[str, Any]) -> tuple[str, str, str | None
     for name, (value, error) in runs.items():
         want_value, want_error = attempt(lambda: reference_pixels(data)) if name == "decoded pixels" else ref
         if limit or ((error is None) == (want_error is None) and (error is not None or same(value, want_value))):
+            if error is not None and want_error is not None and name != "decoded pixels" and not pillows_message(error, want_error):
+                bad.append(f"{name}: {shown(None, error)}, reference: {shown(None, want_error)} (messages differ)")
             continue
         bad.append(f"{name}: {shown(value, error)}, reference: {shown(want_value, want_error)}"
                    + (" (values differ)" if error is None and want_error is None else ""))
-    # A native decode that fails on the image data fails with Pillow's message (less the
-    # count of bytes it left: "image file is truncated (N bytes not processed)").
-    native_error = runs["native route"][1]
-    detail = str(native_error).split(": ", 2)[-1]
-    if (route == "native" and ref[1] is not None and detail.startswith(DATA_ERRORS)
-            and not str(ref[1]).startswith(detail)):
-        bad.append(f"native route: {shown(None, native_error)}, reference: {shown(None, ref[1])} (messages differ)")
     outcome = "limit" if limit else "ok" if ref[1] is None else "error"
     return route.split(",")[0], outcome, "; ".join(bad) or None
 

@@ -15,7 +15,7 @@ import sys
 
 import numpy as np
 import pytest
-from helpers import K25, native_files, pillow_files
+from helpers import K25, encode, native_files, photo_rgb, pillow_failure, pillow_files
 from PIL import Image, ImageFile
 from reference import reference_preprocess
 
@@ -89,6 +89,18 @@ def test_load_truncated_images_sends_everything_to_pillow(monkeypatch):
     assert got["pixel_values"].tobytes() == want_pv.tobytes()
 
 
+def test_load_truncated_images_lets_pillow_decode_a_png_with_a_bad_ancillary_crc(monkeypatch):
+    # Pillow skips the CRC of an ancillary chunk under LOAD_TRUNCATED_IMAGES; the PNG
+    # walk's fault sends the file to Pillow, which then decodes it (the walk raised).
+    data = bytearray(encode(photo_rgb(12, 8), "PNG", dpi=(72, 72)))
+    at = data.index(b"pHYs") + 4 + 9
+    data[at] ^= 1  # its CRC
+    monkeypatch.setattr(ImageFile, "LOAD_TRUNCATED_IMAGES", True)
+    got = k.preprocess(bytes(data), K25)
+    want_pv, _ = reference_preprocess(bytes(data), K25)
+    assert got["pixel_values"].tobytes() == want_pv.tobytes()
+
+
 def test_a_forced_mismatch_disables_that_format_only(monkeypatch):
     real = _native.decode_image
 
@@ -143,3 +155,27 @@ def test_a_forked_child_inherits_the_self_check():
     os.close(write)
     assert os.read(read, 1) == b"1"
     os.waitpid(pid, 0)
+
+
+def test_a_file_cut_anywhere_in_its_headers_fails_with_pillows_message():
+    # A small JPEG cut at every byte up to its scan data, and a small PNG up to its IDAT
+    # data (one test: the same sweep of both formats). A cut there is a header fault,
+    # which sends the file to Pillow: preprocess raises Pillow's error (the header walks
+    # raised their own: "truncated marker length", "truncated before IDAT", ...).
+    picture = photo_rgb(24, 16)
+    jpeg, png = encode(picture, "JPEG", quality=90), encode(picture, "PNG")
+    sos = jpeg.index(b"\xff\xda")
+    ends = {"JPEG": sos + 2 + int.from_bytes(jpeg[sos + 2 : sos + 4], "big"), "PNG": png.index(b"IDAT") + 4}
+    seen = set()
+    for fmt, data in (("JPEG", jpeg), ("PNG", png)):
+        for cut in range(1, ends[fmt]):
+            want = pillow_failure(data[:cut])
+            with pytest.raises(k.ImageError) as ours:
+                k.preprocess(data[:cut], K25)
+            assert str(ours.value) == want, (fmt, cut)
+            seen.add(want.removeprefix("image 0: cannot read or decode it: "))
+    assert seen == {
+        "UnidentifiedImageError: cannot identify image file",
+        "OSError: Truncated File Read",
+        "OSError: cannot load this image",
+    }

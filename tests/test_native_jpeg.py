@@ -19,6 +19,7 @@ import warnings
 from typing import Any
 
 import helpers
+import kimi_k3_rs
 import numpy as np
 import pytest
 from kimi_k3_rs import ImageError, ImageTooLargeError, _native
@@ -54,7 +55,8 @@ def pillow_decode(data: bytes) -> tuple[np.ndarray | None, BaseException | None]
 
 def assert_same_as_pillow(data: bytes, label: str) -> str:
     """Native succeeds iff Pillow does, with the same array, and fails in the image data
-    with Pillow's message; returns "ok" or "error"."""
+    with Pillow's message, or sends a file whose headers Pillow fails on to Pillow;
+    returns "ok" or "error"."""
     ref, err = pillow_decode(data)
     if err is None:
         kind, arr = _native.decode_image(data)
@@ -63,16 +65,21 @@ def assert_same_as_pillow(data: bytes, label: str) -> str:
         assert arr.shape == ref.shape, (label, arr.shape, ref.shape)
         assert np.array_equal(arr, ref), label
         return "ok"
-    with pytest.raises(ImageError) as ours:
-        kind, arr = _native.decode_image(data)
-        assert kind == "native", (label, kind, arr, err)
+    try:
+        kind, reason = _native.decode_image(data)
+    except ImageError as exc:
+        ours = exc
+    else:
+        # A header fault: the file goes to Pillow, which raises its own error.
+        assert kind == "pillow" and reason.startswith("Pillow fails: "), (label, kind, reason, err)
+        return "error"
     # A failure in the image data is Pillow's too, message included (less the count of
     # bytes left in "image file is truncated (N bytes not processed)"): JpegDecode.c
     # turns any libjpeg error into "broken data stream when reading image file". (A file
     # refused by the cost model is a bound of the package's, with a message of its own.)
     data_error = str(err).startswith(("image file is truncated", "broken data stream"))
-    if data_error and not isinstance(ours.value, ImageTooLargeError):
-        assert str(err).startswith(str(ours.value).removeprefix("cannot decode JPEG: ")), (label, ours.value, err)
+    if data_error and not isinstance(ours, ImageTooLargeError):
+        assert str(err).startswith(str(ours).removeprefix("cannot decode JPEG: ")), (label, ours, err)
     return "error"
 
 
@@ -259,12 +266,83 @@ def test_corrupt_headers_match_pillow() -> None:
             mutated = mutate(rng, data, 2, sos + 12)
             kind: Any = "native"
             try:
-                kind = _native.decode_image(mutated)[0]
+                kind, reason = _native.decode_image(mutated)
             except ImageError:
                 pass
-            if kind == "native":
+            if kind == "native" or (kind == "pillow" and reason.startswith("Pillow fails: ")):
                 seen[assert_same_as_pillow(mutated, f"header #{trial}")] += 1
     assert seen["ok"] >= 100 and seen["error"] >= 100, seen
+
+
+def header_faults() -> dict[str, tuple[bytes, str]]:
+    """JPEGs with a header fault that Pillow fails on, each with Pillow's exception
+    (class: message) as ``Image.open`` + ``load`` gives it."""
+    base = helpers.encode(helpers.photo("chelsea.png").convert("RGB").resize((24, 16)), "JPEG", quality=90)
+    sof, sos = base.index(b"\xff\xc0"), base.index(b"\xff\xda")
+    (sof_len,) = struct.unpack(">H", base[sof + 2 : sof + 4])
+    frame = base[sof + 4 : sof + 2 + sof_len]
+
+    def with_sof(body: bytes) -> bytes:
+        return base[:sof] + seg(0xC0, body) + base[sof + 2 + sof_len :]
+
+    def first(segment: bytes) -> bytes:
+        return base[:2] + segment + base[2:]
+
+    unidentified = "UnidentifiedImageError: cannot identify image file"
+    return {
+        "cut in a marker length": (base[: sof + 3], unidentified),
+        "cut in a segment": (base[: sof + 8], "OSError: Truncated File Read"),
+        "cut between segments before SOF": (base[:sof], unidentified),
+        "cut between segments after SOF": (base[:sos], "OSError: cannot load this image"),
+        "cut after the FF of SOS": (base[: sos + 1], "OSError: cannot load this image"),
+        "marker FF50 (FF01..FFBF)": (base[:sof] + b"\xff\x50" + base[sof:], unidentified),
+        "JFIF of 6 bytes": (first(seg(0xE0, b"JFIF\0\x01")), unidentified),
+        "Adobe of 6 bytes": (first(seg(0xEE, b"Adobe\0")), unidentified),
+        "SOF of 4 bytes": (with_sof(frame[:4]), unidentified),
+        "SOF of 5 bytes": (with_sof(frame[:5]), unidentified),
+        "SOF length 0": (base[:sof] + b"\xff\xc0\0\0" + base[sof + 2 + sof_len :], unidentified),
+        "SOF component list cut": (with_sof(frame[:-1]), unidentified),
+        "SOF of 12 bits": (with_sof(b"\x0c" + frame[1:]), unidentified),
+        "SOF of 2 components": (with_sof(frame[:5] + b"\x02" + frame[6:12]), unidentified),
+        "SOF of zero width": (with_sof(frame[:3] + b"\0\0" + frame[5:]), unidentified),
+        "ICC fragment of 13 bytes": (first(seg(0xE2, b"ICC_PROFILE\0\x01")), unidentified),
+        "DQT table cut": (first(seg(0xDB, bytes(11))), unidentified),
+        "Photoshop block cut in its name length": (first(seg(0xED, b"Photoshop 3.0\0" + b"8BIM\x04\x04")), unidentified),
+        "no SOF before SOS": (base[:sof] + base[sof + 2 + sof_len :], unidentified),
+    }
+
+
+HEADER_FAULTS = header_faults()
+
+
+@pytest.mark.parametrize("fault", list(HEADER_FAULTS))
+def test_header_faults_go_to_pillow_and_fail_with_its_message(fault: str) -> None:
+    # The header walk sends a file Pillow fails on to Pillow, which raises: preprocess's
+    # message is Pillow's (it was the walk's own, "truncated marker length" and the like).
+    data, pillows = HEADER_FAULTS[fault]
+    with pytest.raises(Exception) as ref, Image.open(io.BytesIO(data)) as im:  # Pillow's class: checked below
+        im.load()
+    assert f"{type(ref.value).__name__}: {ref.value}".startswith(pillows)
+    kind, reason = _native.decode_image(data)
+    assert kind == "pillow", reason
+    with pytest.raises(ImageError) as ours:
+        kimi_k3_rs.preprocess(data, kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG)
+    assert str(ours.value) == helpers.pillow_failure(data) == f"image 0: cannot read or decode it: {pillows}"
+
+
+def test_a_header_fault_does_not_lift_the_cost_bounds() -> None:
+    # A frame of 60000x60000 in a few hundred bytes: over the cost model's blocks per
+    # byte. With a header fault before it the file goes to Pillow, whose Image.open
+    # fails: nothing is decoded. A segment Pillow reads without failing (a JFIF of 7
+    # bytes) leaves the file to the cost model.
+    frame = struct.pack(">BHHB", 8, 60000, 60000, 3) + b"\x01\x22\x00\x02\x11\x01\x03\x11\x01"
+    scan = seg(0xDA, b"\x03\x01\x00\x02\x11\x03\x11\x00\x3f\x00") + bytes(200) + b"\xff\xd9"
+    body = seg(0xDB, bytes(65)) + seg(0xC0, frame) + scan
+    with pytest.raises(ImageTooLargeError, match="blocks"):
+        kimi_k3_rs.preprocess(b"\xff\xd8" + seg(0xE0, b"JFIF\0\x01\x01") + body, kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG)
+    faulty = b"\xff\xd8" + seg(0xEE, b"Adobe\0") + body
+    with pytest.raises(ImageError, match="^image 0: cannot read or decode it: UnidentifiedImageError: cannot identify image file$"):
+        kimi_k3_rs.preprocess(faulty, kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG)
 
 
 def test_trailing_data_after_eoi() -> None:

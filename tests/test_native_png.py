@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import helpers
 import numpy as np
 import pytest
 from PIL import Image
@@ -113,7 +114,8 @@ ZIP_DECODE_ERRORS = (
 
 
 def check(data: bytes, exif_transpose: bool = False) -> str:
-    """Decode natively and hold it to Pillow; returns "native", "pillow" or "error"."""
+    """Decode natively and hold it to Pillow; returns "native", "pillow" or "error" (a
+    native failure, or a fault of the chunk list, which sends the file to Pillow)."""
     ref = pillow(data)
     try:
         kind, value = _native.decode_image(data, exif_transpose=exif_transpose)
@@ -121,10 +123,13 @@ def check(data: bytes, exif_transpose: bool = False) -> str:
         assert isinstance(ref, Exception), f"native failed ({e}) where Pillow decodes"
         # A failure of the image data is the same failure as Pillow's: its message, less
         # the count of bytes it left ("image file is truncated (N bytes not processed)").
-        # (The chunk walk's failures are worded here, not as Pillow's parsers word them.)
         detail = str(e).removeprefix("cannot decode PNG: ")
         if detail in ZIP_DECODE_ERRORS:
             assert str(ref).startswith(detail), (str(e), repr(ref))
+        return "error"
+    if kind == "pillow" and value.startswith("Pillow fails: "):
+        # A fault of the chunk list: the file goes to Pillow, which raises its own error.
+        assert isinstance(ref, Exception), f"routed as a fault ({value}) where Pillow decodes"
         return "error"
     if kind == "pillow":
         assert isinstance(value, str) and value
@@ -747,9 +752,62 @@ def test_zlib_stream_ending_early() -> None:
     assert check(file(raw + b"\0" * 200)) == "native"  # more data than rows
 
 
-def test_bad_headers_raise_image_error() -> None:
+def header_faults() -> dict[str, tuple[bytes, str]]:
+    """PNGs with a fault of the chunk list that Pillow fails on, each with Pillow's
+    exception (class: message) as ``Image.open`` + ``load`` gives it."""
     data = save(photo("RGB", 8, 8))
-    for bad in (data[:20], data[:33], flip(data, 8 + 8 + 9, 1)):  # cut in IHDR, cut before IDAT, IHDR flip
-        assert isinstance(pillow(bad), Exception)
-        with pytest.raises(kimi_k3_rs.ImageError, match="cannot decode PNG"):
-            _native.decode_image(bad)
+    ihdr, rest = data[8:33], data[33:]
+    idat, end = rest[: rest.index(b"IEND") - 4], rest[rest.index(b"IEND") - 4 :]
+
+    def head(w: int = 8, d: int = 8, f: int = 0) -> bytes:
+        return chunk(b"IHDR", struct.pack(">IIBBBBB", w, 8, d, 2, 0, f, 0))
+
+    def with_chunks(*pre: bytes, first: bytes = ihdr, post: bytes = b"") -> bytes:
+        return SIG + first + b"".join(pre) + idat + post + end
+
+    actl = chunk(b"acTL", struct.pack(">II", 1, 0))
+    unidentified = "UnidentifiedImageError: cannot identify image file"
+    return {
+        "cut in a chunk header before IDAT": (data[:36], unidentified),
+        "cut in the IHDR data": (data[:20], "OSError: Truncated File Read"),
+        "cut in the IHDR CRC": (data[:31], unidentified),
+        "bad chunk type": (with_chunks(chunk(b"a\x01cd", b"")), unidentified),
+        "bad CRC before IDAT": (flip(data, 32), unidentified),
+        "IHDR flip (bad CRC)": (flip(data, 8 + 8 + 9, 1), unidentified),
+        "short IHDR": (with_chunks(first=chunk(b"IHDR", ihdr[8:20])), "ValueError: Truncated IHDR chunk"),
+        "unknown filter category": (with_chunks(first=head(f=1)), unidentified),
+        "bit depth 3": (with_chunks(first=head(d=3)), unidentified),
+        "zero width": (with_chunks(first=head(w=0)), unidentified),
+        "short gAMA": (with_chunks(chunk(b"gAMA", b"\0\0")), "ValueError: Truncated gAMA chunk"),
+        "short sRGB": (with_chunks(chunk(b"sRGB", b"")), "ValueError: Truncated sRGB chunk"),
+        "short pHYs": (with_chunks(chunk(b"pHYs", bytes(8))), "ValueError: Truncated pHYs chunk"),
+        "cHRM of 30 bytes": (with_chunks(chunk(b"cHRM", bytes(30))), "ValueError: Truncated cHRM chunk"),
+        "iCCP method 1": (with_chunks(chunk(b"iCCP", b"icc\0\x01" + zlib.compress(b"x"))), unidentified),
+        "zTXt method 1": (with_chunks(chunk(b"zTXt", b"k\0\x01" + zlib.compress(b"x"))), unidentified),
+        "short acTL": (with_chunks(chunk(b"acTL", bytes(4))), "ValueError: APNG contains truncated acTL chunk"),
+        "fcTL sequence error": (
+            with_chunks(actl, chunk(b"fcTL", struct.pack(">IIIIIHHBB", 5, 8, 8, 0, 0, 1, 1, 0, 0))), unidentified),
+        "fcTL outside the canvas": (
+            with_chunks(actl, chunk(b"fcTL", struct.pack(">IIIIIHHBB", 0, 9, 8, 0, 0, 1, 1, 0, 0))), unidentified),
+        "short gAMA after IDAT": (with_chunks(post=chunk(b"gAMA", b"\0")), "ValueError: Truncated gAMA chunk"),
+        "cut in a chunk after IDAT": (
+            SIG + ihdr + idat + chunk(b"tEXt", b"Comment\0" + b"x" * 40)[:-10], "OSError: Truncated File Read"),
+    }
+
+
+HEADER_FAULTS = header_faults()
+
+
+@pytest.mark.parametrize("fault", list(HEADER_FAULTS))
+def test_header_faults_go_to_pillow_and_fail_with_its_message(fault: str) -> None:
+    # The chunk walk sends a file Pillow fails on to Pillow, which raises: preprocess's
+    # message is Pillow's (it was the walk's own, "truncated before IDAT" and the like).
+    data, pillows = HEADER_FAULTS[fault]
+    with pytest.raises(Exception) as ref, Image.open(io.BytesIO(data)) as im:  # Pillow's class: checked below
+        im.load()
+    assert f"{type(ref.value).__name__}: {ref.value}".startswith(pillows)
+    kind, reason = _native.decode_image(data)
+    assert kind == "pillow" and reason.startswith("Pillow fails: "), reason
+    with pytest.raises(kimi_k3_rs.ImageError) as ours:
+        kimi_k3_rs.preprocess(data, kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG)
+    assert str(ours.value) == helpers.pillow_failure(data) == f"image 0: cannot read or decode it: {pillows}"

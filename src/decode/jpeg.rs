@@ -3,8 +3,9 @@
 //!
 //! [`route`] reads the markers up to the first SOS the way
 //! `PIL/JpegImagePlugin.py` (`JpegImageFile._open` and its `SOF`, `DQT`,
-//! `APP` handlers) does, so a file Pillow cannot open is an error here too, and
-//! the native header is the size and mode Pillow gives. [`decode_into`] runs
+//! `APP` handlers) does, so a file Pillow cannot open goes to Pillow (which
+//! raises its own error), and the native header is the size and mode Pillow
+//! gives. [`decode_into`] runs
 //! the library with the settings of `libImaging/JpegDecode.c` (see
 //! `libjpeg.rs`), so the pixels are Pillow's by construction.
 
@@ -94,21 +95,75 @@ impl Frame {
 /// Read a JPEG's headers: see [`super::route`].
 ///
 /// Walks the markers from SOI to the first SOS as `JpegImageFile._open` does
-/// (junk bytes skipped, `FFFF` padding, `FF00`, bare markers, and the same
-/// faults: `FF01`..`FFBF`, a truncated segment, a short JFIF/Adobe/ICC/SOF/DQT
-/// segment, a malformed Photoshop block, no SOF or no SOS), then reads the
-/// scans over the whole file and bounds what decoding them costs
+/// (`headers`); a file Pillow cannot open or load from its headers goes to
+/// Pillow there, so that Pillow itself raises its error. Then
+/// reads the scans over the whole file and bounds what decoding them costs
 /// (`check_cost`), whichever decoder will run it. Native only for one
 /// SOF0/SOF1/SOF2 frame of 8 bits with 1 (`L`) or 3 (`RGB`) components and a
 /// non-zero size, no MPF (MPO) segment, and, when `exif_transpose`, no APP1.
 ///
 /// # Errors
-/// `KimiError::Decode` where Pillow's `Image.open` raises; `KimiError::TooManyScans`
-/// for a progressive file of more than [`MAX_SCANS`] scans; `KimiError::JpegDataMissing` /
-/// `KimiError::JpegScanWork` for a file over the cost model's bounds.
+/// `KimiError::TooManyScans` for a progressive file of more than [`MAX_SCANS`]
+/// scans; `KimiError::JpegDataMissing` / `KimiError::JpegScanWork` for a file
+/// over the cost model's bounds. A header fault is no error here: the file goes
+/// to Pillow, which raises its own (its decode is never reached, so the cost
+/// bounds need not apply).
 pub fn route(data: &[u8], exif_transpose: bool) -> Result<Route, KimiError> {
+    let walked = match headers(data) {
+        Ok(walked) => walked,
+        Err(reason) => return Ok(Route::Pillow(reason)),
+    };
+    let frame = walked.frame;
+    let progressive = matches!(frame.code, 0xC2 | 0xC6 | 0xCA | 0xCE);
+    let limit = if progressive { MAX_SCANS } else { usize::MAX };
+    let scans = scan_work(data, walked.first_scan, walked.scan_start, &frame, limit)?;
+    check_cost(&frame, &scans, data.len())?;
+    let orientation = exif_transpose && walked.app1;
+    Ok(
+        match pillow_reason(frame, walked.frames, walked.mpo, orientation) {
+            Some(reason) => Route::Pillow(reason),
+            None => Route::Native(Header {
+                format: Format::Jpeg,
+                width: frame.width,
+                height: frame.height,
+                channels: usize::from(frame.layers),
+            }),
+        },
+    )
+}
+
+/// What [`headers`] read up to the first SOS.
+struct Walked<'a> {
+    /// The last frame header.
+    frame: Frame,
+    /// How many frame headers there were.
+    frames: usize,
+    /// An APP1 segment (EXIF or XMP) was seen.
+    app1: bool,
+    /// An MPF segment was seen.
+    mpo: bool,
+    /// The first SOS segment's body, and where its entropy-coded data starts.
+    first_scan: &'a [u8],
+    scan_start: usize,
+}
+
+/// Walk the markers from SOI to the first SOS as `JpegImageFile._open` does
+/// (junk bytes skipped, `FFFF` padding, `FF00`, bare markers).
+///
+/// # Errors
+/// Why the file goes to Pillow before its scans are read: where Pillow's
+/// `Image.open` fails (`FF01`..`FFBF`: "no marker found"; a cut in a marker's
+/// length, a short JFIF/Adobe/ICC/SOF/DQT segment, a malformed Photoshop block,
+/// no SOF before SOS, a frame precision other than 8 bits or a component count
+/// other than 1, 3 or 4: `UnidentifiedImageError`; a cut inside a segment:
+/// "Truncated File Read"), and where it opens the file but cannot load it (no
+/// SOS: "cannot load this image"). The reason of a fault reads
+/// `"Pillow fails: ..."`; a frame precision or component count Pillow refuses
+/// keeps the reason it has for a native decoder ("JPEG precision is not 8
+/// bits").
+fn headers(data: &[u8]) -> Result<Walked<'_>, &'static str> {
     if !data.starts_with(&[0xFF, 0xD8, 0xFF]) {
-        return Err(corrupt("not a JPEG file"));
+        return Err("Pillow fails: not a JPEG file");
     }
     let mut pos = 3;
     let mut byte = Some(0xFF);
@@ -122,18 +177,18 @@ pub fn route(data: &[u8], exif_transpose: bool) -> Result<Route, KimiError> {
     let mut icc: Vec<&[u8]> = Vec::new();
     let (first_scan, scan_start) = loop {
         let Some(b) = byte else {
-            return Err(corrupt("no SOS marker before the end of the data"));
+            return Err("Pillow fails: no SOS marker before the end of the data");
         };
         if b != 0xFF {
             byte = next(&mut pos);
             continue;
         }
         let Some(code) = next(&mut pos) else {
-            return Err(corrupt("no SOS marker before the end of the data"));
+            return Err("Pillow fails: no SOS marker before the end of the data");
         };
         match code {
             0xFF => continue,
-            0x01..=0xBF => return Err(corrupt("no marker found")),
+            0x01..=0xBF => return Err("Pillow fails: no marker found"),
             0x00 | 0xC8 | 0xD0..=0xD9 | 0xF0..=0xFD => {
                 byte = next(&mut pos);
                 continue;
@@ -142,44 +197,44 @@ pub fn route(data: &[u8], exif_transpose: bool) -> Result<Route, KimiError> {
         }
         let len = data
             .get(pos..pos + 2)
-            .ok_or_else(|| corrupt("truncated marker length"))?;
+            .ok_or("Pillow fails: truncated marker length")?;
         pos += 2;
         let n = usize::from(u16::from_be_bytes([len[0], len[1]])).saturating_sub(2);
         let s = data
             .get(pos..pos + n)
-            .ok_or_else(|| corrupt("truncated marker segment"))?;
+            .ok_or("Pillow fails: truncated marker segment")?;
         pos += n;
         match code {
             0xDA => break (s, pos),
             0xDB => dqt(s)?,
             0xE0 if s.starts_with(b"JFIF") && s.len() < 7 => {
-                return Err(corrupt("short JFIF segment"))
+                return Err("Pillow fails: short JFIF segment")
             }
             0xE1 => app1 = true,
             0xE2 if s.starts_with(b"MPF\0") => mpo = true,
             0xE2 if s.starts_with(b"ICC_PROFILE\0") => icc.push(s),
             0xED if s.starts_with(b"Photoshop 3.0\0") => photoshop(s)?,
             0xEE if s.starts_with(b"Adobe") && s.len() < 7 => {
-                return Err(corrupt("short Adobe segment"))
+                return Err("Pillow fails: short Adobe segment")
             }
             0xC0..=0xC3 | 0xC5..=0xC7 | 0xC9..=0xCB | 0xCD..=0xCF | 0xDE => {
                 if s.len() < 5 {
-                    return Err(corrupt("short SOF segment"));
+                    return Err("Pillow fails: short SOF segment");
                 }
                 if s[0] != 8 {
-                    return Ok(Route::Pillow("JPEG precision is not 8 bits"));
+                    return Err("JPEG precision is not 8 bits");
                 }
-                let &layers = s.get(5).ok_or_else(|| corrupt("short SOF segment"))?;
+                let &layers = s.get(5).ok_or("Pillow fails: short SOF segment")?;
                 if !matches!(layers, 1 | 3 | 4) {
-                    return Ok(Route::Pillow("JPEG with other than 1, 3 or 4 components"));
+                    return Err("JPEG with other than 1, 3 or 4 components");
                 }
                 // Pillow's ICC fix-up reads byte 13 of the smallest fragment.
                 if icc.iter().min().is_some_and(|first| first.len() < 14) {
-                    return Err(corrupt("short ICC profile fragment"));
+                    return Err("Pillow fails: short ICC profile fragment");
                 }
                 icc.clear();
                 if (s.len() - 6) % 3 != 0 {
-                    return Err(corrupt("bad SOF component list"));
+                    return Err("Pillow fails: bad SOF component list");
                 }
                 let be = |i: usize| usize::from(u16::from_be_bytes([s[i], s[i + 1]]));
                 let mut components = [Component::default(); 4];
@@ -206,22 +261,14 @@ pub fn route(data: &[u8], exif_transpose: bool) -> Result<Route, KimiError> {
         }
         byte = next(&mut pos);
     };
-    let frame = frame.ok_or_else(|| corrupt("no SOF marker before SOS"))?;
-    let progressive = matches!(frame.code, 0xC2 | 0xC6 | 0xCA | 0xCE);
-    let limit = if progressive { MAX_SCANS } else { usize::MAX };
-    let scans = scan_work(data, first_scan, scan_start, &frame, limit)?;
-    check_cost(&frame, &scans, data.len())?;
-    Ok(
-        match pillow_reason(frame, frames, mpo, exif_transpose && app1) {
-            Some(reason) => Route::Pillow(reason),
-            None => Route::Native(Header {
-                format: Format::Jpeg,
-                width: frame.width,
-                height: frame.height,
-                channels: usize::from(frame.layers),
-            }),
-        },
-    )
+    Ok(Walked {
+        frame: frame.ok_or("Pillow fails: no SOF marker before SOS")?,
+        frames,
+        app1,
+        mpo,
+        first_scan,
+        scan_start,
+    })
 }
 
 /// Why a file Pillow opens is left to Pillow, if it is.
@@ -244,20 +291,20 @@ fn pillow_reason(
     })
 }
 
-/// `JpegImagePlugin.DQT`: every table must be complete.
-fn dqt(mut s: &[u8]) -> Result<(), KimiError> {
+/// `JpegImagePlugin.DQT`: every table must be complete (else Pillow fails).
+fn dqt(mut s: &[u8]) -> Result<(), &'static str> {
     while let Some(&v) = s.first() {
         let table = 1 + if v >> 4 == 0 { 64 } else { 128 };
         s = s
             .get(table..)
-            .ok_or_else(|| corrupt("bad quantization table marker"))?;
+            .ok_or("Pillow fails: bad quantization table marker")?;
     }
     Ok(())
 }
 
 /// `JpegImagePlugin.APP` on a Photoshop APP13: a block cut inside its name
 /// length is an `IndexError` (Pillow fails to open), other cuts end the parse.
-fn photoshop(s: &[u8]) -> Result<(), KimiError> {
+fn photoshop(s: &[u8]) -> Result<(), &'static str> {
     let mut at = 14usize;
     while s.get(at..at + 4) == Some(b"8BIM") {
         let Some(code) = s.get(at + 4..at + 6) else {
@@ -265,7 +312,7 @@ fn photoshop(s: &[u8]) -> Result<(), KimiError> {
         };
         let &name = s
             .get(at + 6)
-            .ok_or_else(|| corrupt("malformed Photoshop segment"))?;
+            .ok_or("Pillow fails: malformed Photoshop segment")?;
         at += 7 + usize::from(name);
         at += at & 1;
         let Some(size) = s.get(at..at + 4) else {

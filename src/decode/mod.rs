@@ -145,17 +145,21 @@ pub const JPEG_PASSES_PER_BYTE: u64 = 64;
 /// `exif_transpose`: the caller will apply `ImageOps.exif_transpose`; a file
 /// that may carry an orientation (EXIF or XMP) then goes to Pillow.
 ///
+/// A file of a native format whose headers Pillow fails on (corrupt or
+/// truncated) is `Route::Pillow`, its reason `"Pillow fails: ..."`: Pillow
+/// then raises its own error. A JPEG's header faults are all found before its
+/// first scan, where Pillow's `Image.open` fails (or, without a scan, its
+/// `load`), so no decode runs that the JPEG cost bounds would have refused.
+///
 /// # Errors
-/// `KimiError::Decode` for a file of a native format whose headers are corrupt
-/// or truncated (Pillow fails on it too); for a JPEG over the cost model's
-/// bounds ([`MAX_SCANS`], [`MAX_JPEG_BLOCKS_PER_BYTE`], [`JPEG_PASSES`],
-/// [`JPEG_PASSES_PER_BYTE`]), whichever decoder will run it,
-/// `KimiError::TooManyScans`, `KimiError::JpegDataMissing` or
-/// `KimiError::JpegScanWork`.
+/// For a JPEG over the cost model's bounds ([`MAX_SCANS`],
+/// [`MAX_JPEG_BLOCKS_PER_BYTE`], [`JPEG_PASSES`], [`JPEG_PASSES_PER_BYTE`]),
+/// whichever decoder will run it, `KimiError::TooManyScans`,
+/// `KimiError::JpegDataMissing` or `KimiError::JpegScanWork`.
 pub fn route(data: &[u8], exif_transpose: bool) -> Result<Option<Route>, KimiError> {
     match Format::sniff(data) {
         Some(Format::Jpeg) => jpeg::route(data, exif_transpose).map(Some),
-        Some(Format::Png) => png::route(data, exif_transpose).map(Some),
+        Some(Format::Png) => Ok(Some(png::route(data, exif_transpose))),
         None => {
             // Pillow decodes the JPEG inside a BLP1 file with its JPEG plugin:
             // the same cost bounds apply to it (its other faults are Pillow's).

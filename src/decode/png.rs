@@ -6,7 +6,8 @@
 //! run, `load_end` up to `IEND`), so that the native decode fails exactly
 //! where Pillow's does: Pillow checks the CRC of every chunk before the first
 //! `IDAT` and of none after it, and reads no further than `IEND`. Anything the
-//! walk cannot vouch for goes to Pillow. [`decode_into`] then is
+//! walk cannot vouch for goes to Pillow, and so does a file whose chunk list
+//! Pillow fails on (Pillow raises its own error). [`decode_into`] then is
 //! `libImaging/ZipDecode.c` as `ImageFile.load` drives it: zlib's inflate
 //! (the `zlib-rs` port of it, whose states, checks and error points are
 //! zlib's) fed the `IDAT` data in Pillow's reads, asked for one filtered row
@@ -139,26 +140,12 @@ fn is_orientation_key(key: &[u8]) -> bool {
     )
 }
 
-/// Why a walk stops short of a native decode.
-enum Stop {
-    /// Pillow decodes the file, for this reason.
-    Pillow(&'static str),
-    /// Pillow fails on the file.
-    Fail(KimiError),
-}
+/// Why a walk stops short of a native decode: the file goes to Pillow, which
+/// decodes it, or fails on it (the reason then reads `"Pillow fails: ..."`).
+type Stop = &'static str;
 
-impl From<KimiError> for Stop {
-    fn from(e: KimiError) -> Self {
-        Self::Fail(e)
-    }
-}
-
-fn pillow<T>(why: &'static str) -> Result<T, Stop> {
-    Err(Stop::Pillow(why))
-}
-
-fn broken<T>(why: &str) -> Result<T, Stop> {
-    Err(Stop::Fail(fail(why)))
+fn pillow<T>(why: Stop) -> Result<T, Stop> {
+    Err(why)
 }
 
 /// Pillow's view of the file, accumulated over the walk.
@@ -185,12 +172,12 @@ impl Walk {
     /// `chunk_IHDR`, for the first chunk.
     fn ihdr(&mut self, s: &[u8]) -> Result<(), Stop> {
         if s.len() < 13 {
-            return broken("truncated IHDR chunk");
+            return pillow("Pillow fails: truncated IHDR chunk");
         }
         (self.width, self.height, self.depth, self.color) = (be32(s), be32(&s[4..]), s[8], s[9]);
         self.interlaced = s[12] == 1;
         if s[11] != 0 {
-            return broken("unknown filter category");
+            return pillow("Pillow fails: unknown filter category");
         }
         if s.len() != 13 || s[10] != 0 || s[12] > 1 {
             return pillow("unusual IHDR");
@@ -206,20 +193,22 @@ impl Walk {
             // `chunk_PLTE` keeps a palette for a "P" image only.
             b"PLTE" => {}
             b"tRNS" if matches!(self.color, 0 | 2) => self.trns = true,
-            b"gAMA" if len < 4 => return broken("truncated gAMA chunk"),
-            b"sRGB" if len < 1 => return broken("truncated sRGB chunk"),
-            b"pHYs" if len < 9 => return broken("truncated pHYs chunk"),
+            b"gAMA" if len < 4 => return pillow("Pillow fails: truncated gAMA chunk"),
+            b"sRGB" if len < 1 => return pillow("Pillow fails: truncated sRGB chunk"),
+            b"pHYs" if len < 9 => return pillow("Pillow fails: truncated pHYs chunk"),
             // Pillow 12 unpacks len / 4 words, Pillow 13 needs 32 bytes or more.
-            b"cHRM" if !len.is_multiple_of(4) && len < 32 => return broken("bad cHRM chunk"),
+            b"cHRM" if !len.is_multiple_of(4) && len < 32 => {
+                return pillow("Pillow fails: bad cHRM chunk")
+            }
             b"cHRM" if !len.is_multiple_of(4) || len < 32 => return pillow("unusual cHRM"),
             b"iCCP" => {
                 let Some(i) = s.iter().position(|&c| c == 0).filter(|&i| i + 1 < len) else {
                     return pillow("unusual iCCP");
                 };
                 if s[i + 1] != 0 {
-                    return broken("unknown iCCP compression method");
+                    return pillow("Pillow fails: unknown iCCP compression method");
                 }
-                inflated_len(&s[i + 2..]).ok_or(Stop::Pillow("large iCCP"))?;
+                inflated_len(&s[i + 2..]).ok_or("large iCCP")?;
             }
             b"tEXt" | b"zTXt" | b"iTXt" => {
                 let (key, value) = split_nul(s);
@@ -231,7 +220,7 @@ impl Walk {
             }
             b"eXIf" => self.orientation = true,
             b"acTL" | b"fcTL" if !before_idat => return pillow("acTL or fcTL after IDAT"),
-            b"acTL" if len < 8 => return broken("truncated acTL chunk"),
+            b"acTL" if len < 8 => return pillow("Pillow fails: truncated acTL chunk"),
             b"acTL" if len > 8 => return pillow("unusual acTL"),
             b"acTL" => {
                 let n = be32(s);
@@ -248,12 +237,12 @@ impl Walk {
                     .seq
                     .map_or(seq != 0, |prev| prev.checked_add(1) != Some(seq))
                 {
-                    return broken("APNG contains frame sequence errors");
+                    return pillow("Pillow fails: APNG contains frame sequence errors");
                 }
                 if u64::from(x) + u64::from(w) > u64::from(self.width)
                     || u64::from(y) + u64::from(h) > u64::from(self.height)
                 {
-                    return broken("APNG contains invalid frames");
+                    return pillow("Pillow fails: APNG contains invalid frames");
                 }
                 if (x, y, w, h) != (0, 0, self.width, self.height) {
                     return pillow("APNG frame 0 smaller than the image");
@@ -274,7 +263,7 @@ impl Walk {
     fn inflated_text(&self, kind: &[u8; 4], value: &[u8]) -> Result<usize, Stop> {
         let z = match (kind, value) {
             (b"zTXt", [0, z @ ..]) | (b"zTXt", z @ []) => z,
-            (b"zTXt", _) => return broken("unknown zTXt compression method"),
+            (b"zTXt", _) => return pillow("Pillow fails: unknown zTXt compression method"),
             // Compression flag set, method 0, then language and translated keyword.
             (b"iTXt", [f, 0, rest @ ..]) if *f != 0 => match rest.splitn(3, |&c| c == 0).nth(2) {
                 Some(z) => z,
@@ -282,7 +271,7 @@ impl Walk {
             },
             _ => return Ok(0),
         };
-        inflated_len(z).ok_or(Stop::Pillow("large compressed text"))
+        inflated_len(z).ok_or("large compressed text")
     }
 }
 
@@ -306,10 +295,10 @@ fn walk(data: &[u8]) -> Result<Walk, Stop> {
     // `PngImageFile._open`: up to the first IDAT, each chunk's CRC checked.
     loop {
         let Some((kind, n, at)) = header_at(data, pos) else {
-            return broken("truncated before IDAT");
+            return pillow("Pillow fails: truncated before IDAT");
         };
         if !is_cid(&kind) {
-            return broken("broken PNG file (bad chunk type)");
+            return pillow("Pillow fails: broken PNG file (bad chunk type)");
         }
         // Pillow takes other orders; the walk reads one IHDR, the first chunk.
         if (pos == 8) != (&kind == b"IHDR") {
@@ -328,7 +317,7 @@ fn walk(data: &[u8]) -> Result<Walk, Stop> {
             _ => {}
         }
         let Some(s) = body(data, at, n) else {
-            return broken("truncated chunk");
+            return pillow("Pillow fails: truncated chunk");
         };
         if pos == 8 {
             w.ihdr(s)
@@ -337,8 +326,8 @@ fn walk(data: &[u8]) -> Result<Walk, Stop> {
         }?;
         match data.get(at + n..at + n + 4) {
             Some(crc) if be32(crc) == crc32fast::hash(&data[pos + 4..at + n]) => {}
-            Some(_) => return broken("broken PNG file (bad header checksum)"),
-            None => return broken("broken PNG file (incomplete checksum)"),
+            Some(_) => return pillow("Pillow fails: broken PNG file (bad header checksum)"),
+            None => return pillow("Pillow fails: broken PNG file (incomplete checksum)"),
         }
         pos = at + n + 4;
     }
@@ -348,7 +337,7 @@ fn walk(data: &[u8]) -> Result<Walk, Stop> {
         (1 | 2 | 4 | 8 | 16, 0) | (8 | 16, 2 | 4 | 6) | (1 | 2 | 4 | 8, 3)
     );
     if w.width == 0 || w.height == 0 || !mode {
-        return broken("unsupported PNG header");
+        return pillow("Pillow fails: unsupported PNG header");
     }
     // `load_read`: the run of IDAT chunks.
     while let Some((kind, n, at)) = header_at(data, pos) {
@@ -379,7 +368,7 @@ fn walk(data: &[u8]) -> Result<Walk, Stop> {
             break;
         }
         let Some(s) = body(data, at, n) else {
-            return broken("truncated chunk after IDAT");
+            return pillow("Pillow fails: truncated chunk after IDAT");
         };
         w.chunk(&kind, s, false)?;
         pos = at + n + 4;
@@ -424,17 +413,18 @@ fn verdict(w: &Walk) -> Route {
 /// of the chunks before the first `IDAT`, and the inflate of any `iCCP` /
 /// compressed text chunk (at most 1 MiB each); nothing sized by the header.
 ///
-/// # Errors
-/// `KimiError::Decode` where Pillow fails on the file for a reason visible in
-/// its chunk list: a bad CRC or a cut before the first `IDAT`, a malformed
-/// `IHDR`, an invalid bit depth / colour type, a chunk after the `IDAT` data
-/// that is cut short.
-pub fn route(data: &[u8], exif_transpose: bool) -> Result<Route, KimiError> {
+/// A file Pillow fails on for a reason visible in its chunk list goes to
+/// Pillow, so that Pillow itself raises its error (the reason reads `"Pillow
+/// fails: ..."`): a bad CRC or a cut before the first `IDAT`, a malformed
+/// `IHDR`, an invalid bit depth / colour type, a chunk Pillow's handler
+/// refuses, a chunk after the `IDAT` data that is cut short. Pillow's own
+/// decode then runs under the same bounds as any other file's.
+#[must_use]
+pub fn route(data: &[u8], exif_transpose: bool) -> Route {
     match walk(data) {
-        Ok(w) if exif_transpose && w.orientation => Ok(Route::Pillow("EXIF/XMP orientation")),
-        Ok(w) => Ok(verdict(&w)),
-        Err(Stop::Pillow(why)) => Ok(Route::Pillow(why)),
-        Err(Stop::Fail(e)) => Err(e),
+        Ok(w) if exif_transpose && w.orientation => Route::Pillow("EXIF/XMP orientation"),
+        Ok(w) => verdict(&w),
+        Err(why) => Route::Pillow(why),
     }
 }
 

@@ -56,8 +56,8 @@ impl PyEncodedImage {
 
 /// Route one encoded file from its headers: an `EncodedImage` when the native
 /// decoders give Pillow's pixels for it, the reason (a `str`) when Pillow must
-/// decode it, `None` for a format other than JPEG and PNG. `ImageError` for
-/// corrupt headers or a progressive JPEG over the scan limit.
+/// decode it (`"Pillow fails: ..."` for headers Pillow fails on), `None` for a
+/// format other than JPEG and PNG. `ImageError` for a JPEG over the cost bounds.
 #[pyfunction]
 #[pyo3(signature = (data, /, *, exif_transpose = false))]
 pub(crate) fn route_encoded<'py>(
@@ -92,7 +92,7 @@ pub(crate) fn load_libjpeg(path: std::path::PathBuf) -> PyResult<String> {
 /// Returns `("native", array)` (uint8 `HxW` for `L`, else `HxWxC`, the array
 /// `np.asarray` gives of Pillow's decode), `("pillow", reason)` for a file the
 /// native path hands to Pillow, or `("unknown", "")` for a format it does not
-/// read. `ImageError` for corrupt data.
+/// read. `ImageError` for corrupt image data or a JPEG over the cost bounds.
 #[pyfunction]
 #[pyo3(signature = (data, /, *, exif_transpose = false))]
 pub(crate) fn decode_image<'py>(

@@ -352,9 +352,11 @@ def route(data: Any, index: int, opts: CallOptions) -> tuple[Any, _native.BatchI
     decodes truncated files, the native decoders refuse them), nor for a format whose
     self-check failed (:func:`kimi_k3_rs._input.native.in_force`).
 
+    A JPEG or PNG whose headers Pillow fails on (cut or corrupt) goes to Pillow, which
+    raises its own error: the failure is Pillow's.
+
     Raises:
-        ImageError: corrupt headers, a JPEG over its cost bounds, or a format not in
-            ``allowed_formats``.
+        ImageError: a JPEG over its cost bounds, or a format not in ``allowed_formats``.
     """
     raw = _encoded_bytes(data)
     if raw is None:
