@@ -19,6 +19,7 @@ import warnings
 from typing import Any
 
 import helpers
+from reference import reference_preprocess
 import kimi_k3_rs
 import numpy as np
 import pytest
@@ -343,6 +344,58 @@ def test_a_header_fault_does_not_lift_the_cost_bounds() -> None:
     faulty = b"\xff\xd8" + seg(0xEE, b"Adobe\0") + body
     with pytest.raises(ImageError, match="^image 0: cannot read or decode it: UnidentifiedImageError: cannot identify image file$"):
         kimi_k3_rs.preprocess(faulty, kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG)
+
+
+def exif_with_resolution(kind: int, count: int, value: bytes, *, big_endian: bool = False) -> bytes:
+    """An Exif APP1 body whose IFD0 holds ResolutionUnit (SHORT 2) and an XResolution
+    of TIFF type ``kind``, ``count`` items, its 4-byte value field ``value`` (inline, or
+    the offset of 8 bytes after the IFD holding 72/1)."""
+    e = ">" if big_endian else "<"
+    ifd, entries = 8, 2
+    after = ifd + 2 + 12 * entries + 4
+    field = value if value else struct.pack(f"{e}I", after)
+    body = struct.pack(f"{e}H", entries)
+    body += struct.pack(f"{e}HHI", 0x0128, 3, 1) + struct.pack(f"{e}H", 2) + b"\0\0"
+    body += struct.pack(f"{e}HHI", 0x011A, kind, count) + field
+    body += b"\0\0\0\0" + struct.pack(f"{e}II", 72, 1)
+    head = b"MM\0*" if big_endian else b"II*\0"
+    return b"Exif\0\0" + head + struct.pack(f"{e}I", ifd) + body
+
+
+@pytest.mark.parametrize(
+    ("label", "kind", "count", "value", "native"),
+    [
+        # the comment says what Pillow 13's open does
+        ("RATIONAL 72/1", 5, 1, b"", True),  # 72 dpi
+        ("BYTE of 1", 1, 1, b"\x05\0\0\0", False),  # b"\x05"[1]: IndexError, fails
+        ("UNDEFINED of 1", 7, 1, b"\x05\0\0\0", False),  # the same
+        ("BYTE of 2", 1, 2, b"\x05\x01\0\0", False),  # 5 / 1: 5 dpi
+        ("ASCII of 1", 2, 1, b"a\0\0\0", False),  # 72 dpi
+        ("SHORT of 1", 3, 1, b"\x48\0\0\0", False),  # a number, no [0]: 72 dpi
+        ("RATIONAL of 0", 5, 0, b"\0\0\0\0", False),  # no data, skipped: 72 dpi
+    ],
+)
+def test_an_exif_resolution_pillow_may_fail_on_goes_to_pillow(
+    label: str, kind: int, count: int, value: bytes, native: bool
+) -> None:
+    # Fuzz (EXIF mutations): with no JFIF dpi, Pillow's open reads IFD0's XResolution
+    # and indexes items 0 and 1; bytes or a string of fewer than two raise an IndexError
+    # it does not catch, so Image.open fails, where the native decode gave pixels. Any
+    # XResolution other than one RATIONAL now goes to Pillow: its pixels or its error.
+    photo = helpers.encode(helpers.photo("chelsea.png").convert("RGB").resize((40, 24)), "JPEG", quality=90)
+    assert photo.startswith(b"\xff\xd8\xff\xe0")  # a JFIF segment Pillow writes with no dpi
+    for big_endian in (False, True):
+        data = photo[:2] + seg(0xE1, exif_with_resolution(kind, count, value, big_endian=big_endian)) + photo[2:]
+        kind_, reason = _native.decode_image(data)
+        assert (kind_ == "native") == native, (label, kind_, reason)
+        cfg = kimi_k3_rs.KIMI_K25_MEDIA_PROC_CFG
+        _, err = pillow_decode(data)
+        if err is None:
+            helpers.assert_output_matches(kimi_k3_rs.preprocess(data, cfg), reference_preprocess([data], cfg))
+        else:
+            with pytest.raises(ImageError) as ours:
+                kimi_k3_rs.preprocess(data, cfg)
+            assert str(ours.value) == helpers.pillow_failure(data), label
 
 
 def test_trailing_data_after_eoi() -> None:

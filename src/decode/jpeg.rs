@@ -118,18 +118,15 @@ pub fn route(data: &[u8], exif_transpose: bool) -> Result<Route, KimiError> {
     let limit = if progressive { MAX_SCANS } else { usize::MAX };
     let scans = scan_work(data, walked.first_scan, walked.scan_start, &frame, limit)?;
     check_cost(&frame, &scans, data.len())?;
-    let orientation = exif_transpose && walked.app1;
-    Ok(
-        match pillow_reason(frame, walked.frames, walked.mpo, orientation) {
-            Some(reason) => Route::Pillow(reason),
-            None => Route::Native(Header {
-                format: Format::Jpeg,
-                width: frame.width,
-                height: frame.height,
-                channels: usize::from(frame.layers),
-            }),
-        },
-    )
+    Ok(match pillow_reason(&walked, exif_transpose) {
+        Some(reason) => Route::Pillow(reason),
+        None => Route::Native(Header {
+            format: Format::Jpeg,
+            width: frame.width,
+            height: frame.height,
+            channels: usize::from(frame.layers),
+        }),
+    })
 }
 
 /// What [`headers`] read up to the first SOS.
@@ -142,6 +139,8 @@ struct Walked<'a> {
     app1: bool,
     /// An MPF segment was seen.
     mpo: bool,
+    /// The EXIF has a resolution Pillow may fail to read ([`odd_resolution`]).
+    odd_resolution: bool,
     /// The first SOS segment's body, and where its entropy-coded data starts.
     first_scan: &'a [u8],
     scan_start: usize,
@@ -175,6 +174,7 @@ fn headers(data: &[u8]) -> Result<Walked<'_>, &'static str> {
     let (mut frame, mut frames) = (None::<Frame>, 0usize);
     let (mut app1, mut mpo) = (false, false);
     let mut icc: Vec<&[u8]> = Vec::new();
+    let mut exif: Vec<u8> = Vec::new();
     let (first_scan, scan_start) = loop {
         let Some(b) = byte else {
             return Err("Pillow fails: no SOS marker before the end of the data");
@@ -210,7 +210,13 @@ fn headers(data: &[u8]) -> Result<Walked<'_>, &'static str> {
             0xE0 if s.starts_with(b"JFIF") && s.len() < 7 => {
                 return Err("Pillow fails: short JFIF segment")
             }
-            0xE1 => app1 = true,
+            0xE1 => {
+                app1 = true;
+                // Pillow's `info["exif"]`: the first Exif segment, then the others' bodies.
+                if let Some(body) = s.strip_prefix(b"Exif\0\0") {
+                    exif.extend_from_slice(if exif.is_empty() { s } else { body });
+                }
+            }
             0xE2 if s.starts_with(b"MPF\0") => mpo = true,
             0xE2 if s.starts_with(b"ICC_PROFILE\0") => icc.push(s),
             0xED if s.starts_with(b"Photoshop 3.0\0") => photoshop(s)?,
@@ -266,29 +272,77 @@ fn headers(data: &[u8]) -> Result<Walked<'_>, &'static str> {
         frames,
         app1,
         mpo,
+        odd_resolution: odd_resolution(&exif),
         first_scan,
         scan_start,
     })
 }
 
-/// Why a file Pillow opens is left to Pillow, if it is.
-fn pillow_reason(
-    frame: Frame,
-    frames: usize,
-    mpo: bool,
-    orientation: bool,
-) -> Option<&'static str> {
+/// Why a file whose headers Pillow reads is left to Pillow, if it is (with
+/// `exif_transpose`, every file with an APP1 segment: its orientation).
+fn pillow_reason(walked: &Walked<'_>, exif_transpose: bool) -> Option<&'static str> {
+    let frame = walked.frame;
     Some(match frame.code {
-        _ if frames > 1 => "JPEG with several frame headers",
+        _ if walked.frames > 1 => "JPEG with several frame headers",
         0xC3 | 0xC7 | 0xCB | 0xCF => "lossless JPEG",
         0xC9..=0xCF => "arithmetic-coded JPEG",
         0xC5 | 0xC6 | 0xDE => "hierarchical JPEG",
         _ if frame.layers == 4 => "CMYK JPEG",
         _ if frame.width == 0 || frame.height == 0 => "JPEG of zero width or height (DNL)",
-        _ if mpo => "MPO (JPEG with an MPF segment)",
-        _ if orientation => "EXIF/XMP orientation",
+        _ if walked.mpo => "MPO (JPEG with an MPF segment)",
+        _ if exif_transpose && walked.app1 => "EXIF/XMP orientation",
+        _ if walked.odd_resolution => "EXIF resolution other than one rational",
         _ => return None,
     })
+}
+
+/// Whether `exif` (Pillow's `info["exif"]`: the first Exif APP1 segment, then
+/// the others' bodies) may make Pillow's `Image.open` fail: when no JFIF
+/// density gives the dpi, `JpegImageFile._read_dpi_from_exif` reads IFD0's
+/// XResolution (tag `0x011A`) and divides its items 0 and 1; one that is not a
+/// single RATIONAL is read as a number (a `TypeError` Pillow catches), or as
+/// bytes or a string (BYTE, UNDEFINED, ASCII), where fewer than two items raise
+/// an `IndexError` it does not catch ("cannot identify image file"). Such a
+/// file goes to Pillow, which opens it or fails itself.
+///
+/// Reads as `Image.Exif.load` and `TiffImagePlugin.ImageFileDirectory_v2.load`
+/// do: up to two `Exif\0\0` prefixes dropped, a classic TIFF header (a header
+/// Pillow refuses or an IFD0 cut short ends the reading, as Pillow catches
+/// those), then IFD0's 12-byte entries; a header Pillow may read as BigTIFF
+/// goes to Pillow too.
+fn odd_resolution(exif: &[u8]) -> bool {
+    let mut data = exif;
+    for _ in 0..2 {
+        data = data.strip_prefix(b"Exif\0\0").unwrap_or(data);
+    }
+    let big_endian = match data.get(..4) {
+        Some(b"MM\x00\x2a" | b"MM\x2a\x00") => true,
+        Some(b"II\x2a\x00" | b"II\x00\x2a") => false,
+        Some(b"MM\x00\x2b" | b"II\x2b\x00") => return true,
+        _ => return false,
+    };
+    // The unsigned integer of `N` bytes at `at`, in the header's byte order.
+    let int = |at: usize, n: usize| {
+        let bytes = data.get(at..at + n)?;
+        let fold = |v: usize, &b: &u8| v << 8 | usize::from(b);
+        Some(if big_endian {
+            bytes.iter().fold(0, fold)
+        } else {
+            bytes.iter().rev().fold(0, fold)
+        })
+    };
+    let Some(ifd) = int(4, 4) else {
+        return false;
+    };
+    let entries = int(ifd, 2).unwrap_or(0);
+    (0..entries)
+        .map_while(|i| {
+            let at = ifd + 2 + 12 * i;
+            // tag, type, count; an entry cut short ends the IFD
+            int(at + 11, 1)?;
+            Some((int(at, 2)?, int(at + 2, 2)?, int(at + 4, 4)?))
+        })
+        .any(|(tag, kind, count)| tag == 0x011A && (kind, count) != (5, 1))
 }
 
 /// `JpegImagePlugin.DQT`: every table must be complete (else Pillow fails).

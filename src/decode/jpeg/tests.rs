@@ -668,3 +668,40 @@ fn skipped_rows_are_the_rows_a_whole_decode_gives_after_them() {
         }
     }
 }
+
+#[test]
+fn an_exif_resolution_is_odd_as_pillow_reads_the_exif() {
+    // IFD0 of two entries, ResolutionUnit then XResolution of `kind` x `count`.
+    let exif = |prefix: &[u8], head: &[u8; 4], kind: u16, count: u32| {
+        let mut tiff = head.to_vec();
+        tiff.extend_from_slice(&8u32.to_le_bytes());
+        tiff.extend_from_slice(&2u16.to_le_bytes());
+        tiff.extend_from_slice(&[0x28, 0x01, 3, 0, 1, 0, 0, 0, 2, 0, 0, 0]);
+        tiff.extend_from_slice(&[0x1A, 0x01]);
+        tiff.extend_from_slice(&kind.to_le_bytes());
+        tiff.extend_from_slice(&count.to_le_bytes());
+        tiff.extend_from_slice(&[5, 0, 0, 0, 0, 0, 0, 0]);
+        [prefix, &tiff].concat()
+    };
+    let ii = b"II*\0";
+    assert!(!odd_resolution(&exif(b"Exif\0\0", ii, 5, 1)));
+    assert!(odd_resolution(&exif(b"Exif\0\0", ii, 1, 1)));
+    assert!(odd_resolution(&exif(b"Exif\0\0", ii, 5, 2)));
+    // Pillow drops two prefixes at most: a third leaves no TIFF header.
+    assert!(odd_resolution(&exif(b"Exif\0\0Exif\0\0", ii, 1, 1)));
+    assert!(!odd_resolution(&exif(
+        b"Exif\0\0Exif\0\0Exif\0\0",
+        ii,
+        1,
+        1
+    )));
+    // The other little-endian header Pillow accepts; BigTIFF ones go to Pillow.
+    assert!(odd_resolution(&exif(b"Exif\0\0", b"II\0*", 1, 1)));
+    assert!(odd_resolution(&exif(b"Exif\0\0", b"II+\0", 5, 1)));
+    assert!(!odd_resolution(&exif(b"Exif\0\0", b"XX*\0", 1, 1)));
+    // An IFD cut inside the XResolution entry ends before it; no EXIF at all.
+    let whole = exif(b"Exif\0\0", ii, 1, 1);
+    assert!(!odd_resolution(&whole[..whole.len() - 5]));
+    assert!(odd_resolution(&whole[..whole.len() - 4]));
+    assert!(!odd_resolution(b""));
+}
