@@ -2,11 +2,11 @@
 //! transposed straight into the layout `vpdpbusd` reads (quads), and the
 //! kernel that sums it.
 //!
-//! The byte columns of [`super::transpose`] give one input pixel's channel as
-//! 16 contiguous bytes, and the VNNI kernel of the vertical pass interleaves
-//! four such rows of taps for every output again (each input is a tap of
-//! about four outputs), in 64-lane steps of which an RGB column fills 48.
-//! Here the band is laid out once in quads: the four input pixels `4q..4q + 4`
+//! On the byte columns of [`super::transpose`] (one input pixel's channel as
+//! 16 contiguous bytes), the horizontal pass runs the vertical pass's VNNI
+//! kernel, which interleaves four columns of taps again for every output (each
+//! input is a tap of about four outputs), in 64-lane steps of which an RGB
+//! column fills 48. Here the band is laid out once in quads: the four input pixels `4q..4q + 4`
 //! (of the image, so every output's taps start in a quad), channel `c`, make
 //! one 64-byte vector whose 32-bit lane `r` holds row `r`'s four bytes; an
 //! output's taps, led by zero weights back to its quad's start, are whole
@@ -86,7 +86,8 @@ pub(super) fn available(path: crate::simd::SimdPath) -> bool {
 /// c) * QUAD_BYTES` is channel `c` of pixel `4 * q + i` of row `r`, or 0 where
 /// the rows end before that pixel. Sixteen pixels of each row at a time: one
 /// `vpermb` gathers each channel's bytes into 32-bit lanes, a 16 x 16
-/// transpose of the lanes turns rows into lanes.
+/// transpose of the lanes turns rows into lanes; each row is prefetched 256
+/// bytes ahead (4 % faster on 8000x8000 -> 1793x1793).
 ///
 /// # Safety
 /// The CPU must support AVX-512 F, BW and VBMI ([`available`]).
