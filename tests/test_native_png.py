@@ -510,6 +510,43 @@ def test_a_distance_too_far_back_right_after_a_row_is_the_next_rows_failure() ->
 
 
 @pytest.mark.parametrize(
+    ("mode", "w", "h", "interlace"),
+    [
+        ("LA", 39, 19, True),  # decoder fuzz, seed 1, case PNG:9928 (this Adam7 39x19 LA)
+        ("L", 40, 20, False),
+        ("RGB", 17, 9, False),
+        ("RGBA", 13, 11, True),
+    ],
+)
+@pytest.mark.parametrize(
+    ("dist", "message"),
+    [
+        (29, "unrecognized data stream contents when reading image file"),  # 24577 back
+        (30, "broken data stream when reading image file"),  # an invalid distance code
+    ],
+)
+def test_a_match_right_after_a_row_fails_as_in_pillow_where_zlib_meets_it_in_its_fast_path(
+    mode: str, w: int, h: int, interlace: bool, dist: int, message: str
+) -> None:
+    # The image's second filtered row (in stream order) has filter type 7, then a match
+    # whose distance reaches back past the start, or whose distance code is invalid, then
+    # 32 bytes zlib never decodes. Pillow's call for that row reads on with no room: it
+    # decodes the distance code there (an invalid one fails first), but checks a distance
+    # only with room to write, so the row's filter type is the failure. The native decode's
+    # call of many rows (260 bytes of room or more) meets the match in zlib-rs's
+    # inflate_fast, which reports every error as "repeated call with bad state": it took a
+    # distance too far back for an error of the row's own call ("broken data stream").
+    c = len(mode)
+    passes = ADAM7 if interlace else [(0, 0, 1, 1)]
+    n0, n1 = [len(range(x0, w, dx)) * c for x0, y0, dx, dy in passes for _ in range(y0, h, dy) if x0 < w][:2]
+    px = np.random.default_rng(w).integers(0, 256, n0 + n1, np.uint8).tobytes()
+    rows = b"\0" + px[:n0] + b"\7" + px[n0:]
+    z = Bits().literals(rows).fixed(257).code(dist, 5).put(0, 13 + 8 * 32).stream(rows)
+    head = chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, COLOR_TYPE[c], 0, 0, int(interlace)))
+    fails_as_pillow(SIG + head + chunk(b"IDAT", z) + chunk(b"IEND", b""), message)
+
+
+@pytest.mark.parametrize(
     ("w", "h", "interlace", "rows"),
     [
         (3, 5, False, 2),  # decoder fuzz, seed 260740027, case PNG:25875 (a 65x5 LA)

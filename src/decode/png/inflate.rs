@@ -256,18 +256,14 @@ impl<'a> Inflater<'a> {
         // read's last byte, that stopped there short of the stream's end: it
         // waits for the call with no room that reads on (`row_end`), whose
         // error would be the failure, not its filter type.
-        let own_call = if broken {
-            self.z.error_message() != Some("invalid distance too far back")
-        } else {
-            self.bulk.is_some() && !stream_end
-        };
-        let done = if own_call {
-            self.filled.saturating_sub(1)
-        } else {
-            self.filled
-        };
+        let own_call = !broken && self.bulk.is_some() && !stream_end;
+        let filled = self.filled;
         let mut at = 0;
-        while let Some(&r) = self.rows.peek().filter(|r| done - at > r.len) {
+        while let Some(&r) = self.rows.peek().filter(|r| filled - at > r.len) {
+            let ends_here = at + r.len + 1 == filled;
+            if ends_here && (own_call || broken && !self.error_needs_room()) {
+                break;
+            }
             if !sink(&r, &self.buf[at..=at + r.len]) {
                 return Err(fail(
                     "unrecognized data stream contents when reading image file",
@@ -294,6 +290,39 @@ impl<'a> Inflater<'a> {
             self.input.0 = self.input.1;
         }
         Ok(false)
+    }
+
+    /// zlib met the last call's error only with room to write: a match's
+    /// distance too far back, which it checks in `MATCH` once it has room (it
+    /// meets every other error reading on with none). zlib-rs gives an error
+    /// met in its `inflate_fast` (entered with 260 bytes of room or more and
+    /// 15 of input) the message "repeated call with bad state" (its mode
+    /// loop, seeing `BAD`, writes over zlib's), so such an error is met again
+    /// here, in the stream inflated from its start 256 bytes a call, which
+    /// `inflate_fast` never takes.
+    fn error_needs_room(&self) -> bool {
+        const TOO_FAR: &str = "invalid distance too far back";
+        if self.z.error_message() != Some("repeated call with bad state") {
+            return self.z.error_message() == Some(TOO_FAR);
+        }
+        let mut z = Inflate::new(true, WINDOW_BITS);
+        let mut out = [0u8; 256];
+        for &(start, end) in &self.idat {
+            let mut input = &self.data[start..end];
+            loop {
+                let read = z.total_in();
+                let status = z.decompress(input, &mut out, InflateFlush::NoFlush);
+                input = &input[(z.total_in() - read) as usize..];
+                match status {
+                    Ok(Status::Ok) => {}
+                    // Nothing more from this chunk.
+                    Ok(Status::BufError) => break,
+                    Err(InflateError::DataError) => return z.error_message() == Some(TOO_FAR),
+                    Ok(Status::StreamEnd) | Err(_) => return false,
+                }
+            }
+        }
+        false
     }
 }
 

@@ -669,6 +669,48 @@ fn a_rows_filter_type_is_checked_once_its_call_has_read_to_the_end_of_the_read()
 }
 
 #[test]
+fn a_match_right_after_a_row_fails_as_with_room_for_one_row_in_zlibs_fast_path_too() {
+    // The second filtered row of a 39x19 LA Adam7 image (decoder fuzz, seed 1,
+    // case PNG:9928) or of a 40x20 L, of filter type 7, then a match whose
+    // distance reaches back past the start (code 29) or whose distance code is
+    // invalid (30), then 32 bytes zlib never decodes. Called with no room
+    // after the row, zlib decodes the distance code but checks the distance
+    // only with room: the row's filter type is the failure. A call of many
+    // rows meets both in zlib-rs's `inflate_fast`, which gives both the same
+    // message.
+    for (w, h, color, c, interlace) in [(39usize, 19, 4, 2, 1), (40, 20, 0, 1, 0)] {
+        let passes: &[_] = if interlace == 1 {
+            &ADAM7
+        } else {
+            &[(0, 0, 1, 1)]
+        };
+        let lengths: Vec<usize> = passes
+            .iter()
+            .flat_map(|&(x0, y0, dx, dy)| {
+                let n = w.saturating_sub(x0).div_ceil(dx) * c;
+                (y0..h).step_by(dy).map(move |_| n)
+            })
+            .filter(|&n| n > 0)
+            .collect();
+        let mut raw = vec![0];
+        raw.extend(pixels(lengths[0], 1, 1));
+        raw.push(7);
+        raw.extend(pixels(lengths[1], 1, 1));
+        for (code, message) in [(29, "unrecognized data stream"), (30, "broken data stream")] {
+            let bits = Bits::default()
+                .literals(&raw)
+                .fixed(257)
+                .code(code, 5)
+                .bits(0, 13);
+            let z = zlib((0..32).fold(bits, |b, _| b.bits(0, 8)), &raw);
+            let file = png(ihdr(w as u32, h as u32, 8, color, interlace), &[], &z, &[]);
+            let err = decode(&file).unwrap_err();
+            assert!(err.to_string().contains(message), "{w}x{h} {code}: {err}");
+        }
+    }
+}
+
+#[test]
 fn compressed_text_is_too_large_where_pythons_zlib_leaves_input_over() {
     let z = |n: usize| miniz_oxide::deflate::compress_to_vec_zlib(&vec![b'x'; n], 6);
     // Exactly the limit: zlib reads the end of the stream while it fills the output.
