@@ -14,9 +14,9 @@
 //! band (`transpose.rs` turns row bands into columns for the horizontal one);
 //! each pass reduces to one weighted-sum kernel, picked here by [`SimdPath`]
 //! among `scalar.rs`, `sse41.rs`, `avx2.rs` and `avx512.rs` (with and without
-//! VNNI), except the horizontal pass on CPUs with AVX-512 VNNI and VBMI, which
-//! runs on a layout of its own (`quads.rs`); `view.rs` resizes a whole
-//! [`ImageView`] ([`resize_view`]).
+//! VNNI), except on CPUs with AVX-512 VNNI and VBMI, where the horizontal pass
+//! (and the vertical pass after it) runs on a layout of its own (`quads.rs`);
+//! `view.rs` resizes a whole [`ImageView`] ([`resize_view`]).
 
 mod coefficients;
 mod passes;

@@ -6,7 +6,7 @@
 use super::coefficients::Coefficients;
 use super::quads::{self, QuadTaps, QUAD_BYTES};
 #[cfg(target_arch = "x86_64")]
-use super::quads::{quad_sums, rows_to_quads};
+use super::quads::{columns_to_planes, quad_sums, rows_to_quads};
 use super::transpose::{columns_to_rows, rows_to_columns, ROWS};
 use super::{vertical_first, weighted_sums, Pixels, ResizeFailed};
 
@@ -37,7 +37,9 @@ use crate::simd::{Execution, SimdPath};
 /// stride of `S * ROWS`, and never the pad bytes of `S > C` (RGB in 4-byte
 /// pixels is resampled without a packing copy). Where `taps` have quads
 /// (AVX-512 VNNI + VBMI), the band is laid out in quads of its `C` channels
-/// instead, and summed there (see [`quads`]); the output columns are the same.
+/// instead, and summed there (see [`quads`]); the output columns are the same,
+/// written into rows or, for the vertical pass on quads, planes of four rows
+/// (`out`).
 fn horizontal_into<const S: usize, const C: usize>(
     src: &[u8],
     width: usize,
@@ -45,7 +47,7 @@ fn horizontal_into<const S: usize, const C: usize>(
     premultiply: bool,
     path: SimdPath,
     columns: &mut Columns,
-    out: &mut [u8],
+    mut out: HorizontalOut<'_>,
 ) -> Result<(), AllocFailed> {
     const { assert!(C >= 1 && C <= S) };
     let HorizontalTaps {
@@ -63,16 +65,32 @@ fn horizontal_into<const S: usize, const C: usize>(
     let most = tiles.iter().map(|t| t.outputs.len()).max().unwrap_or(0);
     grow(&mut columns.output, most * C * ROWS)?;
     let avx2 = matches!(path, SimdPath::Avx2 | SimdPath::Avx512);
-    for (band, out_band) in out.chunks_mut(out_row_len * ROWS).enumerate() {
+    let all_rows = match &out {
+        HorizontalOut::Rows(rows) => rows.len() / out_row_len,
+        HorizontalOut::Planes { rows, .. } => *rows,
+    };
+    for band in 0..all_rows.div_ceil(ROWS) {
         let y0 = band * ROWS;
-        let rows = out_band.len() / out_row_len;
+        let rows = (all_rows - y0).min(ROWS);
         // Rows past the image end (last band) repeat its first row; their
-        // outputs are not written.
+        // outputs are not written (their bytes go to the planes of rows).
         let inputs: [&[u8]; ROWS] = std::array::from_fn(|i| {
             let y = y0 + if i < rows { i } else { 0 };
             &src[y * in_row_len..(y + 1) * in_row_len]
         });
-        let mut outputs: Vec<&mut [u8]> = out_band.chunks_exact_mut(out_row_len).collect();
+        // The band's output rows, or its planes and their length.
+        let (mut outputs, mut band_planes): (Vec<&mut [u8]>, _) = match &mut out {
+            HorizontalOut::Rows(out) => {
+                let rows = &mut out[y0 * out_row_len..(y0 + rows) * out_row_len];
+                (rows.chunks_exact_mut(out_row_len).collect(), None)
+            }
+            HorizontalOut::Planes {
+                planes, plane_len, ..
+            } => (
+                Vec::new(),
+                Some((&mut planes[4 * band * *plane_len..], *plane_len)),
+            ),
+        };
         for (
             i,
             Tile {
@@ -95,8 +113,11 @@ fn horizontal_into<const S: usize, const C: usize>(
                     if premultiply {
                         premultiply_channels::<C>(input, QUAD_BYTES);
                     }
+                    let quads = (q.start, C * QUAD_BYTES);
                     // SAFETY: as just above.
-                    unsafe { quad_sums::<C>(quad_taps, xx.clone(), input, q.start, output) };
+                    unsafe {
+                        quad_sums::<C>(quad_taps, xx.clone(), input, quads, C * ROWS, output)
+                    };
                 }
                 _ => {
                     let in_len = x.len() * S;
@@ -119,10 +140,33 @@ fn horizontal_into<const S: usize, const C: usize>(
                     );
                 }
             }
-            columns_to_rows(output, out_len, &mut outputs, xx.start * C, avx2);
+            match &mut band_planes {
+                None => columns_to_rows(output, out_len, &mut outputs, xx.start * C, avx2),
+                #[cfg(target_arch = "x86_64")]
+                Some((planes, plane_len)) => {
+                    let shape = (*plane_len, rows.div_ceil(4));
+                    // SAFETY: planes are asked for only where `quads::available`.
+                    unsafe { columns_to_planes(output, planes, shape, xx.start * C) };
+                }
+                #[cfg(not(target_arch = "x86_64"))]
+                Some(_) => unreachable!("planes are asked for on x86-64 only"),
+            }
         }
     }
     Ok(())
+}
+
+/// Where [`horizontal_into`] writes its rows: packed rows of `C`-byte pixels,
+/// or (for the vertical pass on quads) planes of four rows, `rows` rows into
+/// planes of `plane_len` bytes as [`quads::columns_to_planes`] lays them out,
+/// the last plane's rows past `rows` holding the band's repeated first row.
+enum HorizontalOut<'o> {
+    Rows(&'o mut [u8]),
+    Planes {
+        planes: &'o mut [u8],
+        plane_len: usize,
+        rows: usize,
+    },
 }
 
 /// Most input row bytes a tile of the horizontal pass transposes at once
@@ -147,7 +191,7 @@ impl<'a> HorizontalTaps<'a> {
     fn new(coeffs: &'a Coefficients, pixel_bytes: usize, path: SimdPath) -> Self {
         let tiles = tiles(coeffs, TILE_BYTES / pixel_bytes);
         let quads = quads::available(path)
-            .then(|| QuadTaps::new(coeffs))
+            .then(|| QuadTaps::new(coeffs, 0))
             .flatten()
             .map(|taps| {
                 let tile_quads = tiles.iter().map(|t| taps.quads(t.outputs.clone()));
@@ -524,6 +568,16 @@ fn banded<const S: usize, const C: usize>(
         (source, lane_starts(threads, source.lanes().1, bands))
     });
     let h_taps = ch.map(|ch| HorizontalTaps::new(ch, S, run.path));
+    // The vertical pass on quads of rows (see `quads::columns_to_planes`),
+    // after a horizontal pass: its taps on quads of each phase, as a band's
+    // first input row falls (`first % 4`).
+    let v_quads: Vec<QuadTaps> = match cv {
+        Some(cv) if ch.is_some() && !vertical_first && quads::available(run.path) => {
+            (0..4).map_while(|phase| QuadTaps::new(cv, phase)).collect()
+        }
+        _ => Vec::new(),
+    };
+    let v_quads = (v_quads.len() == 4).then_some(v_quads);
     let inputs = Inputs {
         src,
         height,
@@ -568,52 +622,66 @@ fn banded<const S: usize, const C: usize>(
         let mut passes = |out_band: &mut [u8]| -> Result<(), ResizeFailed> {
             let premultiply_h = premultiplied && !premultiply_copy;
             // A horizontal pass on the input rows `first..end` into `out`
-            // (their resized rows), `chunk_rows` input rows at a time: a
-            // band of wide rows whose vertical taps span many of them never
-            // holds them all.
-            let mut horizontal_rows = |taps, out: &mut [u8]| -> Result<(), ResizeFailed> {
+            // (their resized rows, or with `plane_len` their planes of four
+            // rows), `chunk_rows` input rows at a time: a band of wide rows
+            // whose vertical taps span many of them never holds them all.
+            let mut horizontal_rows = |taps, out: &mut [u8], plane_len: Option<usize>| {
                 let mut a = first;
                 while a < end {
                     let b = (a + chunk_rows).min(end);
                     let input = inputs.rows(window, window_rows, copy, a, b)?;
-                    let rows_out = &mut out[(a - first) * out_row_len..(b - first) * out_row_len];
-                    horizontal_into::<S, C>(
-                        input,
-                        width,
-                        taps,
-                        premultiply_h,
-                        path,
-                        columns,
-                        rows_out,
-                    )?;
+                    let (from, to) = (a - first, b - first);
+                    let out = match plane_len {
+                        None => HorizontalOut::Rows(&mut out[from * out_row_len..to * out_row_len]),
+                        // `from` is a multiple of `chunk_rows`, so of 4
+                        Some(plane_len) => HorizontalOut::Planes {
+                            planes: &mut out[from / 4 * plane_len..to.div_ceil(4) * plane_len],
+                            plane_len,
+                            rows: b - a,
+                        },
+                    };
+                    horizontal_into::<S, C>(input, width, taps, premultiply_h, path, columns, out)?;
                     a = b;
                 }
-                Ok(())
+                Ok::<(), ResizeFailed>(())
             };
-            match (&h_taps, cv) {
-                (Some(taps), Some(cv)) if vertical_first => {
+            match (&h_taps, cv, &v_quads) {
+                (Some(taps), Some(cv), _) if vertical_first => {
                     let input = inputs.rows(window, window_rows, copy, first, end)?;
                     grow(tmp, rows * in_row_len)?;
                     vertical_into(input, in_row_len, cv, first, yy0, path, tmp);
-                    horizontal_into::<S, C>(tmp, width, taps, false, path, columns, out_band)?;
+                    let out = HorizontalOut::Rows(out_band);
+                    horizontal_into::<S, C>(tmp, width, taps, false, path, columns, out)?;
                 }
-                (Some(taps), Some(cv)) => {
+                #[cfg(target_arch = "x86_64")]
+                (Some(taps), Some(_), Some(v_quads)) => {
+                    // The horizontal pass's rows as planes of four, summed there.
+                    let plane_len = 4 * out_row_len;
+                    grow(tmp, (end - first).div_ceil(4) * plane_len)?;
+                    horizontal_rows(taps, tmp, Some(plane_len))?;
+                    let phase = first % 4;
+                    let (planes, outputs) = (&v_quads[phase], yy0..yy0 + rows);
+                    let quads = ((first - phase) / 4, plane_len);
+                    // SAFETY: `v_quads` are made only where `quads::available`.
+                    unsafe { quad_sums::<4>(planes, outputs, tmp, quads, out_row_len, out_band) };
+                }
+                (Some(taps), Some(cv), _) => {
                     grow(tmp, (end - first) * out_row_len)?;
-                    horizontal_rows(taps, tmp)?;
+                    horizontal_rows(taps, tmp, None)?;
                     vertical_into(tmp, out_row_len, cv, first, yy0, path, out_band);
                 }
-                (Some(taps), None) => horizontal_rows(taps, out_band)?,
-                (None, Some(cv)) if S == C => {
+                (Some(taps), None, _) => horizontal_rows(taps, out_band, None)?,
+                (None, Some(cv), _) if S == C => {
                     let input = inputs.rows(window, window_rows, copy, first, end)?;
                     vertical_into(input, in_row_len, cv, first, yy0, path, out_band);
                 }
-                (None, Some(cv)) => {
+                (None, Some(cv), _) => {
                     let input = inputs.rows(window, window_rows, copy, first, end)?;
                     grow(tmp, rows * in_row_len)?;
                     vertical_into(input, in_row_len, cv, first, yy0, path, tmp);
                     pack::<S, C>(tmp, out_band);
                 }
-                (None, None) => pack::<S, C>(
+                (None, None, _) => pack::<S, C>(
                     inputs.rows(window, window_rows, copy, first, end)?,
                     out_band,
                 ),
@@ -846,7 +914,7 @@ mod tests {
                 false,
                 SimdPath::Scalar,
                 &mut columns,
-                &mut out,
+                HorizontalOut::Rows(&mut out),
             )
             .unwrap();
             out
@@ -975,7 +1043,8 @@ mod tests {
         let h = src.len() / (w * S);
         let mut out = vec![0u8; h * ch.bounds.len() * C];
         let mut columns = Columns::default();
-        horizontal_into::<S, C>(src, w, &taps, premultiply, path, &mut columns, &mut out).unwrap();
+        let rows = HorizontalOut::Rows(&mut out);
+        horizontal_into::<S, C>(src, w, &taps, premultiply, path, &mut columns, rows).unwrap();
         out
     }
 
@@ -1059,14 +1128,15 @@ mod tests {
                             },
                         };
                         let want = whole(c, &src, w, h, &serial);
-                        for parallel in [false, true] {
-                            let options = ResizeOptions {
-                                run: Execution {
-                                    parallel,
-                                    ..serial.run
-                                },
-                                ..serial
-                            };
+                        // The scalar kernels, and the AVX-512 ones (on quads of
+                        // columns and of rows where the CPU has VNNI and VBMI).
+                        let paths = [SimdPath::Scalar, SimdPath::Avx512];
+                        let runs = paths.into_iter().filter(|p| p.is_supported());
+                        let runs = runs.flat_map(|path| {
+                            [false, true].map(|parallel| Execution { path, parallel })
+                        });
+                        for run in runs {
+                            let options = ResizeOptions { run, ..serial };
                             let mut got = vec![0u8; new_h * new_w * c];
                             let f = match c {
                                 1 => banded::<1, 1>,
@@ -1080,7 +1150,7 @@ mod tests {
                                 f(pixels, w, h, &options, &mut got).unwrap();
                                 assert!(
                                     got == want,
-                                    "{c}x{w}x{h}->{new_w}x{new_h} vertical first {vertical_first}, premultiplied {premultiplied}, {pixels:?}"
+                                    "{c}x{w}x{h}->{new_w}x{new_h} vertical first {vertical_first}, premultiplied {premultiplied}, {pixels:?}, {run:?}"
                                 );
                             }
                         }

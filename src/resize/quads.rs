@@ -1,6 +1,7 @@
-//! The horizontal pass on AVX-512 VNNI + VBMI: a band of [`ROWS`] rows
-//! transposed straight into the layout `vpdpbusd` reads (quads), and the
-//! kernel that sums it.
+//! The passes on AVX-512 VNNI + VBMI: a band of [`ROWS`] rows transposed
+//! straight into the layout `vpdpbusd` reads (quads), the kernel that sums
+//! quads, and the horizontal pass's results laid out as quads of rows for the
+//! vertical pass.
 //!
 //! On the byte columns of [`super::transpose`] (one input pixel's channel as
 //! 16 contiguous bytes), the horizontal pass runs the vertical pass's VNNI
@@ -14,6 +15,14 @@
 //! idle. The sums are Pillow's exactly, as in
 //! [`super::avx512::weighted_sums_vnni`] (the same digits, modulo-`2^32`
 //! recombination); a zero weight adds nothing whatever pixel it meets.
+//!
+//! After a horizontal pass, the vertical pass reads its results the same way:
+//! each output column of the band holds 16 rows, four quads of rows, which
+//! [`columns_to_planes`] moves to planes (a plane per four rows, a 32-bit lane
+//! per output byte) instead of back into rows; an output row's taps, led by
+//! zeros back to the start of their quad of rows, are whole planes. The
+//! vertical pass's own VNNI kernel interleaved four rows again for each
+//! output row.
 
 use super::coefficients::{group_digits, Coefficients};
 use super::transpose::ROWS;
@@ -35,14 +44,18 @@ pub(super) struct QuadTaps {
 }
 
 impl QuadTaps {
-    /// The quad taps of `coeffs`, or `None` when a weight has no digits (never
-    /// for Pillow's weights; see [`Coefficients`]).
-    pub(super) fn new(coeffs: &Coefficients) -> Option<Self> {
+    /// The quad taps of `coeffs` on quads that start at inputs `phase + 4q`
+    /// (`phase < 4`; an output whose taps start before `phase` is read as if
+    /// they started at it: it is never summed on such quads), or `None` when
+    /// a weight has no digits (never for Pillow's weights; see
+    /// [`Coefficients`]).
+    pub(super) fn new(coeffs: &Coefficients, phase: usize) -> Option<Self> {
         let mut outputs = Vec::with_capacity(coeffs.bounds.len());
         let mut groups = Vec::new();
         let mut led = Vec::with_capacity(coeffs.ksize + 3);
         for i in 0..coeffs.bounds.len() {
             let (start, taps) = coeffs.taps(i);
+            let start = start.saturating_sub(phase);
             led.clear();
             led.resize(start % 4, 0);
             led.extend_from_slice(taps.weights);
@@ -64,12 +77,13 @@ impl QuadTaps {
     }
 }
 
-/// Whether this CPU runs the horizontal pass of `path` on quads: AVX-512 with
-/// VNNI and VBMI.
+/// Whether this CPU runs the passes of `path` on quads: AVX-512 (F, BW) with
+/// VL, VNNI and VBMI.
 pub(super) fn available(path: crate::simd::SimdPath) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         path == crate::simd::SimdPath::Avx512
+            && std::arch::is_x86_feature_detected!("avx512vl")
             && std::arch::is_x86_feature_detected!("avx512vnni")
             && std::arch::is_x86_feature_detected!("avx512vbmi")
     }
@@ -178,61 +192,131 @@ pub(super) unsafe fn rows_to_quads<const S: usize, const C: usize>(
     }
 }
 
-/// Each output `i` of `outputs` into the `C * ROWS` bytes at `(i -
-/// outputs.start) * C * ROWS` of `out` (channel `c`'s [`ROWS`] rows at `c *
-/// ROWS`, the layout [`super::transpose::columns_to_rows`] reads), summed
-/// from `quads`, laid out by [`rows_to_quads`] from quad `first`:
-/// `clip8(2^21 + sum_t k[t] * pixel[start + t])`, Pillow's
-/// `ImagingResampleHorizontal_8bpc` sum.
+/// Each output `i` of `outputs` into the `lanes` bytes at `(i -
+/// outputs.start) * lanes` of `out`, summed from `quads`, quads of `stride`
+/// bytes from quad `first` on, lane `l` of a quad the 4 bytes at `4 * l`:
+/// `clip8(2^21 + sum_t k[t] * input[start + t])` in every lane, Pillow's
+/// `ImagingResampleHorizontal_8bpc` / `ImagingResampleVertical_8bpc` sum.
+/// `B` blocks of 16 lanes at a time (their sums held in registers across the
+/// taps), the lanes past `lanes` masked off. The horizontal pass's quads are
+/// [`rows_to_quads`]' (`C * ROWS` lanes, channel `c`'s rows at `c * ROWS`, the
+/// layout [`super::transpose::columns_to_rows`] reads), the vertical pass's
+/// [`columns_to_planes`]' (an output row's lanes).
 ///
 /// # Safety
-/// The CPU must support AVX-512 F, BW and VNNI ([`available`]).
+/// The CPU must support AVX-512 F, BW, VL and VNNI ([`available`]).
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-pub(super) unsafe fn quad_sums<const C: usize>(
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+pub(super) unsafe fn quad_sums<const B: usize>(
     taps: &QuadTaps,
     outputs: std::ops::Range<usize>,
     quads: &[u8],
-    first: usize,
+    (first, stride): (usize, usize),
+    lanes: usize,
     out: &mut [u8],
 ) {
     use std::arch::x86_64::{
-        _mm512_add_epi32, _mm512_cvtusepi32_epi8, _mm512_dpbusd_epi32, _mm512_loadu_si512,
+        _mm512_add_epi32, _mm512_cvtusepi32_epi8, _mm512_dpbusd_epi32, _mm512_maskz_loadu_epi32,
         _mm512_max_epi32, _mm512_set1_epi32, _mm512_setzero_si512, _mm512_slli_epi32,
-        _mm512_srai_epi32, _mm_storeu_si128,
+        _mm512_srai_epi32, _mm_mask_storeu_epi8, _mm_storeu_si128,
     };
-    assert_eq!(out.len(), outputs.len() * C * ROWS);
-    let tile = taps.quads(outputs.clone());
-    assert!(tile.start >= first && (tile.end - first) * C * QUAD_BYTES <= quads.len());
+    assert_eq!(out.len(), outputs.len() * lanes);
+    let read = taps.quads(outputs.clone());
+    assert!(read.start >= first && 4 * lanes <= stride);
+    assert!(read.is_empty() || (read.end - 1 - first) * stride + 4 * lanes <= quads.len());
     let (src, dst) = (quads.as_ptr(), out.as_mut_ptr());
+    let blocks = lanes.div_ceil(16);
     for (o, (q, range)) in taps.outputs[outputs].iter().enumerate() {
-        // Per channel, the sums of digits 0, 1 and 2; digit 0's start at the
-        // rounding bias (every addition wraps).
-        let mut acc = [[
-            _mm512_set1_epi32(ROUND_BIAS),
-            _mm512_setzero_si512(),
-            _mm512_setzero_si512(),
-        ]; C];
-        let at = src.add((q - first) * C * QUAD_BYTES);
-        for (g, group) in taps.groups[range.clone()].iter().enumerate() {
-            for (c, sums) in acc.iter_mut().enumerate() {
-                let v = _mm512_loadu_si512(at.add((g * C + c) * QUAD_BYTES).cast());
-                for (sum, &word) in sums.iter_mut().zip(group) {
-                    #[allow(clippy::cast_possible_wrap)]
-                    let digit = _mm512_set1_epi32(word as i32);
-                    *sum = _mm512_dpbusd_epi32(*sum, v, digit);
+        let at = src.add((q - first) * stride);
+        let dst = dst.add(o * lanes);
+        for b0 in (0..blocks).step_by(B) {
+            // The lanes of block `b0 + k`: none past `lanes` is read or written.
+            let masks: [u16; B] = std::array::from_fn(|k| {
+                let n = lanes.saturating_sub(16 * (b0 + k)).min(16);
+                #[allow(clippy::cast_possible_truncation)] // n <= 16
+                let mask = ((1u32 << n) - 1) as u16;
+                mask
+            });
+            // Per block, the sums of digits 0, 1 and 2; digit 0's start at the
+            // rounding bias (every addition wraps).
+            let zero = _mm512_setzero_si512();
+            let mut acc = [[_mm512_set1_epi32(ROUND_BIAS), zero, zero]; B];
+            for (g, group) in taps.groups[range.clone()].iter().enumerate() {
+                let quad = at.add(g * stride + 64 * b0);
+                for (k, sums) in acc.iter_mut().enumerate() {
+                    let v = _mm512_maskz_loadu_epi32(masks[k], quad.add(64 * k).cast());
+                    for (sum, &word) in sums.iter_mut().zip(group) {
+                        #[allow(clippy::cast_possible_wrap)]
+                        let digit = _mm512_set1_epi32(word as i32);
+                        *sum = _mm512_dpbusd_epi32(*sum, v, digit);
+                    }
+                }
+            }
+            for (k, [s0, s1, s2]) in acc.into_iter().enumerate() {
+                let high =
+                    _mm512_add_epi32(_mm512_slli_epi32::<16>(s2), _mm512_slli_epi32::<8>(s1));
+                let sum = _mm512_add_epi32(high, s0);
+                // negative sums clip to 0 here, sums over 255 in the saturating narrowing
+                let v =
+                    _mm512_cvtusepi32_epi8(_mm512_max_epi32(_mm512_srai_epi32::<22>(sum), zero));
+                let to = dst.add(16 * (b0 + k));
+                match masks[k] {
+                    u16::MAX => _mm_storeu_si128(to.cast(), v),
+                    0 => {}
+                    mask => _mm_mask_storeu_epi8(to.cast(), mask, v),
                 }
             }
         }
-        for (c, [s0, s1, s2]) in acc.into_iter().enumerate() {
-            let high = _mm512_add_epi32(_mm512_slli_epi32::<16>(s2), _mm512_slli_epi32::<8>(s1));
-            let sum = _mm512_add_epi32(high, s0);
-            // negative sums clip to 0 here, sums over 255 in the saturating narrowing
-            let v = _mm512_max_epi32(_mm512_srai_epi32::<22>(sum), _mm512_setzero_si512());
-            _mm_storeu_si128(
-                dst.add((o * C + c) * ROWS).cast(),
-                _mm512_cvtusepi32_epi8(v),
-            );
+    }
+}
+
+/// The columns of a horizontal pass's band (`columns`: per output pixel its
+/// `lanes_per` lanes, each the [`ROWS`] bytes of rows `0..ROWS`) into the
+/// first `count` planes of `planes` (`plane_len` bytes each): plane `p`, lane
+/// `at + l`, holds the bytes of rows `4p..4p + 4` of column lane `l`, the
+/// layout [`quad_sums`] reads in the vertical pass (each plane a quad of
+/// rows). Four lanes at a time: one `vpermd` turns their 64 bytes into four
+/// planes' 16.
+///
+/// # Safety
+/// The CPU must support AVX-512 F ([`available`]).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn columns_to_planes(
+    columns: &[u8],
+    planes: &mut [u8],
+    (plane_len, count): (usize, usize),
+    at: usize,
+) {
+    use std::arch::x86_64::{
+        __m128i, _mm512_extracti32x4_epi32, _mm512_loadu_si512, _mm512_permutexvar_epi32,
+        _mm512_setr_epi32, _mm_storeu_si128,
+    };
+    let lanes = columns.len() / ROWS;
+    assert!(count <= 4 && columns.len() == lanes * ROWS);
+    assert!(count == 0 || (count - 1) * plane_len + 4 * (at + lanes) <= planes.len());
+    let (src, dst) = (columns.as_ptr(), planes.as_mut_ptr());
+    // Dword `4q + j` of the result: dword `q` (rows `4q..4q + 4`) of lane `j`.
+    let index = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    let mut l = 0;
+    while l + 4 <= lanes {
+        let v = _mm512_permutexvar_epi32(index, _mm512_loadu_si512(src.add(l * ROWS).cast()));
+        let out = dst.add(4 * (at + l));
+        let parts = [
+            _mm512_extracti32x4_epi32::<0>(v),
+            _mm512_extracti32x4_epi32::<1>(v),
+            _mm512_extracti32x4_epi32::<2>(v),
+            _mm512_extracti32x4_epi32::<3>(v),
+        ];
+        for (p, part) in parts.into_iter().enumerate().take(count) {
+            _mm_storeu_si128(out.add(p * plane_len).cast::<__m128i>(), part);
+        }
+        l += 4;
+    }
+    for l in l..lanes {
+        for p in 0..count {
+            let from = src.add(l * ROWS + 4 * p);
+            std::ptr::copy_nonoverlapping(from, dst.add(p * plane_len + 4 * (at + l)), 4);
         }
     }
 }
@@ -290,11 +374,46 @@ mod tests {
         }
     }
 
+    #[test]
+    fn columns_become_planes_of_four_rows() {
+        // Lanes of every remainder of 4 (the vpermd step), 1 to 4 planes, an
+        // offset lane; the planes' other bytes stay as they were.
+        if !available(SimdPath::Avx512) {
+            return;
+        }
+        for lanes in [0, 1, 3, 4, 5, 8, 13, 50] {
+            for count in 1..=4 {
+                let columns = noise(lanes * ROWS, (lanes * 4 + count) as u64);
+                let (at, plane_len) = (3, 4 * (lanes + 5));
+                let mut planes = vec![0xA5u8; 4 * plane_len];
+                // SAFETY: the test checked `available`.
+                unsafe { columns_to_planes(&columns, &mut planes, (plane_len, count), at) };
+                for p in 0..4 {
+                    for lane in 0..plane_len / 4 {
+                        for i in 0..4 {
+                            let got = planes[p * plane_len + 4 * lane + i];
+                            let l = lane.wrapping_sub(at);
+                            let want = if p < count && l < lanes {
+                                columns[l * ROWS + 4 * p + i]
+                            } else {
+                                0xA5
+                            };
+                            assert_eq!(
+                                got, want,
+                                "{lanes} lanes, {count} planes: plane {p} lane {lane}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     /// `clip8(2^21 + sum_t k[t] * p[start + t])` of every output, row and
     /// channel of 16 rows of `width` `C`-byte pixels, against [`quad_sums`]
     /// (in tiles of at most `tile` outputs) on [`rows_to_quads`] of them.
     fn check_sums<const C: usize>(coeffs: &Coefficients, rows: &[u8], width: usize, tile: usize) {
-        let taps = QuadTaps::new(coeffs).expect("weights with digits");
+        let taps = QuadTaps::new(coeffs, 0).expect("weights with digits");
         let outputs = coeffs.bounds.len();
         for first in (0..outputs).step_by(tile) {
             let xx = first..(first + tile).min(outputs);
@@ -309,7 +428,14 @@ mod tests {
             // SAFETY: the caller checked `available`.
             unsafe {
                 rows_to_quads::<C, C>(&tile_rows, q.len(), &mut quads);
-                quad_sums::<C>(&taps, xx.clone(), &quads, q.start, &mut out);
+                quad_sums::<C>(
+                    &taps,
+                    xx.clone(),
+                    &quads,
+                    (q.start, C * QUAD_BYTES),
+                    C * ROWS,
+                    &mut out,
+                );
             }
             for (o, xx) in xx.enumerate() {
                 let (start, t) = coeffs.taps(xx);
