@@ -144,6 +144,7 @@ impl Coefficients {
     }
 
     /// The first input index and the taps of output `out_index`.
+    #[inline]
     pub(super) fn taps(&self, out_index: usize) -> (usize, Taps<'_>) {
         let (start, n) = self.bounds[out_index];
         let base = out_index * self.ksize;
