@@ -13,8 +13,8 @@ interleaved. The peers are benchmark-only: ``pip install opencv-python-headless 
 build, e.g. ``target/release/libkimi_k3_rs.so`` of an earlier commit) in the same rounds,
 its bytes checked too, and prints ours / before.
 
-Ours runs ``kimi_k3_rs.simd_path``'s kernels (printed; on ``avx512``, the VNNI kernel where the
-CPU has VNNI, also printed); the Rust benchmarks time the AVX2 and AVX-512 paths on these cases
+Ours runs ``kimi_k3_rs.simd_path``'s kernels (printed; on ``avx512``, which of its kernels the
+CPU runs, also printed); the Rust benchmarks time the AVX2 and AVX-512 paths on these cases
 (``cargo bench --bench preprocess -- resize_peer_cases``).
 """
 
@@ -43,13 +43,18 @@ CASES = [
 ]
 
 
-def has_vnni() -> bool:
-    """Whether this CPU has AVX-512 VNNI (Linux ``/proc/cpuinfo``; False elsewhere)."""
+def avx512_kernel() -> str:
+    """Which AVX-512 resize kernel this CPU runs (Linux ``/proc/cpuinfo``; "unknown" elsewhere):
+    the quads with VNNI, VBMI and VL (``resize/quads.rs``), the VNNI kernel on byte columns with
+    VNNI alone, else the F + BW one."""
     try:
         with open("/proc/cpuinfo") as f:
-            return any(line.startswith("flags") and " avx512_vnni" in line for line in f)
+            flags = next((set(line.split()) for line in f if line.startswith("flags")), set())
     except OSError:
-        return False
+        return "unknown"
+    if {"avx512_vnni", "avx512vbmi", "avx512vl"} <= flags:
+        return "quads (VNNI + VBMI)"
+    return "VNNI on byte columns" if "avx512_vnni" in flags else "F + BW"
 
 
 def cpu_ms(fn: Callable[[], object]) -> float:
@@ -111,7 +116,8 @@ def main() -> None:
     args = parser.parse_args()
     before = load_before(args.before) if args.before else None
     rng = np.random.default_rng(0)
-    print(f"simd_path {kimi_k3_rs.simd_path} (VNNI: {has_vnni()}), one thread, CPU ms medians of {args.repeat}")
+    kernel = f" (kernel: {avx512_kernel()})" if kimi_k3_rs.simd_path == "avx512" else ""
+    print(f"simd_path {kimi_k3_rs.simd_path}{kernel}, one thread, CPU ms medians of {args.repeat}")
     extra = f" {'before':>8} {'ours/before':>11}" if before else ""
     print(f"{'case':<28} {'pillow':>8} {'ours':>8} {'fir':>8} {'cv2':>8} {'ours/fir':>9} {'ours/cv2':>9}{extra} exact")
     for (w, h), size in CASES:

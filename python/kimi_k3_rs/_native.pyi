@@ -233,5 +233,6 @@ def vertical_first(pillow_compat: Any, width: int, height: int, new_width: int, 
 def resize_bicubic(
     image: npt.NDArray[np.uint8] | PillowRows, new_width: int, new_height: int, options: Options
 ) -> npt.NDArray[np.uint8]:
-    """Pillow BICUBIC resize of an HxW / HxWxC uint8 array, or of a PillowRows read band by band
+    """Pillow BICUBIC resize of a C-contiguous HxW / HxWxC uint8 array (C 1 to 4; also
+    ``a[..., :3]`` of a C-contiguous HxWx4 ``a``), or of a PillowRows read band by band
     (channels independent); only down-scales."""
