@@ -584,6 +584,24 @@ def pillow_failure(data: bytes) -> str:
     raise AssertionError("Pillow decodes it")
 
 
+def assert_header_fault_goes_to_pillow(data: bytes, pillows: str, reason_prefix: str = "") -> None:
+    """A file whose headers Pillow fails on: Pillow's ``Image.open`` + ``load`` raises
+    ``pillows`` (its class and message, a prefix), the native route sends it to Pillow
+    (its reason starting with ``reason_prefix``), and ``preprocess`` raises Pillow's
+    failure as :func:`pillow_failure` words it."""
+    import kimi_k3_rs
+    from kimi_k3_rs import _native
+
+    with pytest.raises(Exception) as ref, Image.open(io.BytesIO(data)) as im:  # Pillow's class: checked below
+        im.load()
+    assert f"{type(ref.value).__name__}: {ref.value}".startswith(pillows)
+    kind, reason = _native.decode_image(data)
+    assert kind == "pillow" and reason.startswith(reason_prefix), reason
+    with pytest.raises(kimi_k3_rs.ImageError) as ours:
+        kimi_k3_rs.preprocess(data, kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG)
+    assert str(ours.value) == pillow_failure(data) == f"image 0: cannot read or decode it: {pillows}"
+
+
 def from_pillow(exc: BaseException) -> bool:
     """Whether an exception was raised inside Pillow (its innermost frame is in PIL)."""
     frames = traceback.extract_tb(exc.__traceback__)

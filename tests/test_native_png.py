@@ -839,12 +839,4 @@ HEADER_FAULTS = header_faults()
 def test_header_faults_go_to_pillow_and_fail_with_its_message(fault: str) -> None:
     # The chunk walk sends a file Pillow fails on to Pillow, which raises: preprocess's
     # message is Pillow's (it was the walk's own, "truncated before IDAT" and the like).
-    data, pillows = HEADER_FAULTS[fault]
-    with pytest.raises(Exception) as ref, Image.open(io.BytesIO(data)) as im:  # Pillow's class: checked below
-        im.load()
-    assert f"{type(ref.value).__name__}: {ref.value}".startswith(pillows)
-    kind, reason = _native.decode_image(data)
-    assert kind == "pillow" and reason.startswith("Pillow fails: "), reason
-    with pytest.raises(kimi_k3_rs.ImageError) as ours:
-        kimi_k3_rs.preprocess(data, kimi_k3_rs.KIMI_K3_MEDIA_PROC_CFG)
-    assert str(ours.value) == helpers.pillow_failure(data) == f"image 0: cannot read or decode it: {pillows}"
+    helpers.assert_header_fault_goes_to_pillow(*HEADER_FAULTS[fault], reason_prefix="Pillow fails: ")
