@@ -31,8 +31,8 @@ use std::collections::HashSet;
 
 use kimi_k3_rs::normalize::{NormalizeLut, OutputValue, ValueTable};
 use kimi_k3_rs::{
-    plan_batch, preprocess_batch, run_batch, Background, BackgroundPattern, FillStage, ImageView,
-    KimiError, MediaProcConfig, PillowCompat, RowSource,
+    plan_batch, preprocess_batch, run_batch, Background, BackgroundPattern, BatchItem, FillStage,
+    ImageView, KimiError, MediaProcConfig, PillowCompat, RowSource,
 };
 use libfuzzer_sys::arbitrary::{Result as ArbResult, Unstructured};
 use libfuzzer_sys::fuzz_target;
@@ -364,19 +364,21 @@ fuzz_target!(|data: &[u8]| {
     }
     let buffers = pixels(&case.images, tail);
     let mut views = Vec::with_capacity(buffers.len());
+    let mut items = Vec::with_capacity(buffers.len());
     for (im, buf) in case.images.iter().zip(&buffers) {
-        match ImageView::new(buf, im.width, im.height, im.channels) {
-            Ok(v) => views.push(match im.resized_from {
-                Some((w, h)) => match kimi_k3_rs::navit_resize_config(w, h, &cfg) {
-                    Ok(r) => v.pre_resized(r),
-                    Err(_) => return,
-                },
-                None => v,
-            }),
-            Err(_) => return,
-        }
+        let Ok(v) = ImageView::new(buf, im.width, im.height, im.channels) else {
+            return;
+        };
+        items.push(match im.resized_from {
+            Some((w, h)) => match kimi_k3_rs::navit_resize_config(w, h, &cfg) {
+                Ok(r) => BatchItem::PreResized(v, r),
+                Err(_) => return,
+            },
+            None => BatchItem::Image(v),
+        });
+        views.push(v);
     }
-    let plan = match plan_batch(&views, &cfg) {
+    let plan = match plan_batch(&items, &cfg) {
         Ok(plan) => plan,
         Err(
             KimiError::PreResizedSize { .. }
@@ -421,26 +423,31 @@ fuzz_target!(|data: &[u8]| {
         .iter()
         .zip(&sources)
         .map(|(im, source)| {
-            let rows = ImageView::from_rows(source, im.width, im.height, im.channels, im.channels)
-                .expect("the shape of a valid view");
-            match im.resized_from {
-                Some((w, h)) => rows.pre_resized(
-                    kimi_k3_rs::navit_resize_config(w, h, &cfg).expect("sized as the view was"),
-                ),
-                None => rows,
-            }
+            ImageView::from_rows(source, im.width, im.height, im.channels, im.channels)
+                .expect("the shape of a valid view")
         })
         .collect();
     let mut from_rows = vec![0f32; plan.total_values()];
-    run_batch(&row_views, &plan, &cfg, &f32_table, case.compat, case.threads, &mut from_rows)
-        .expect("run_batch of row sources");
+    run_batch(
+        &row_views,
+        &plan,
+        &cfg,
+        &f32_table,
+        case.compat,
+        case.threads,
+        &mut from_rows,
+    )
+    .expect("run_batch of row sources");
     assert!(
-        from_rows.iter().zip(&values).all(|(a, b)| a.to_bits() == b.to_bits()),
+        from_rows
+            .iter()
+            .zip(&values)
+            .all(|(a, b)| a.to_bits() == b.to_bits()),
         "row sources differ from buffers"
     );
 
     // preprocess_batch (only reads V12/V13 and float32) agrees with run_batch.
-    let out = preprocess_batch(&views, &cfg, case.compat).expect("preprocess_batch after a plan");
+    let out = preprocess_batch(&items, &cfg, case.compat).expect("preprocess_batch after a plan");
     assert!(
         out.pixel_values
             .iter()

@@ -24,7 +24,9 @@
 //!   `preprocess_batch` of the decoded pixels.
 
 use kimi_k3_rs::decode::{self, Format, Limits, Route};
-use kimi_k3_rs::{preprocess_batch, ImageView, KimiError, MediaProcConfig, PillowCompat};
+use kimi_k3_rs::{
+    preprocess_batch, BatchItem, ImageView, KimiError, MediaProcConfig, PillowCompat,
+};
 
 /// Largest decode run (bytes of output).
 const MAX_DECODED: usize = 64 << 20;
@@ -118,12 +120,12 @@ pub fn run(data: &[u8]) {
     }
     let encoded = ImageView::encoded(file, header).expect("a native header is a valid view");
     for cfg in [MediaProcConfig::kimi_k25(), MediaProcConfig::kimi_k3()] {
-        let out = preprocess_batch(std::slice::from_ref(&encoded), &cfg, compat);
+        let out = preprocess_batch(&[BatchItem::Image(encoded)], &cfg, compat);
         match (&decoded, out) {
             (Ok(()), Ok(out)) => {
                 let pixels = ImageView::new(&first, header.width, header.height, header.channels)
                     .expect("decoded pixels of the header's shape");
-                let want = preprocess_batch(&[pixels], &cfg, compat)
+                let want = preprocess_batch(&[BatchItem::Image(pixels)], &cfg, compat)
                     .expect("preprocess_batch of decoded pixels");
                 assert_eq!(out.grid_thws, want.grid_thws);
                 assert!(
