@@ -140,6 +140,29 @@ pub(crate) fn try_buffer<T: Zeroable>(n: usize) -> Result<Vec<T>, AllocFailed> {
     Ok(data)
 }
 
+/// An empty vector with room for `n` bytes that are not zeroed first
+/// ([`POISON_BYTE`] bytes while the poison mode is on), for a writer that fills
+/// all of them through [`Vec::spare_capacity_mut`] before the length is set:
+/// the memory a decode writes in full, where zeroing 144 MB first would cost
+/// more than a tenth of the decode. Large blocks get the huge-page advice
+/// ([`advise_huge_pages`]), as in [`try_zeroed`].
+///
+/// # Errors
+/// [`AllocFailed`] when the allocator has no memory for them (never an abort).
+pub(crate) fn try_unwritten(n: usize) -> Result<Vec<u8>, AllocFailed> {
+    let mut data = Vec::new();
+    data.try_reserve_exact(n)
+        .map_err(|_| AllocFailed { bytes: n })?;
+    let spare = &mut data.spare_capacity_mut()[..n];
+    if n >= 2 * HUGE_PAGE {
+        advise_huge_pages(spare);
+    }
+    if POISON.load(Ordering::Relaxed) {
+        spare.fill(std::mem::MaybeUninit::new(POISON_BYTE));
+    }
+    Ok(data)
+}
+
 /// The largest scratch buffer a thread keeps after use, how many it keeps and
 /// their most bytes in all: the resize of an 8000x8000 image under K3 is 38
 /// MB, and a decode streamed into the resize holds a few dozen chunks of rows
@@ -256,6 +279,11 @@ mod tests {
             })
         );
         assert!(Scratch::new(isize::MAX as usize).is_err());
+        assert_eq!(
+            try_unwritten(usize::MAX).err(),
+            Some(AllocFailed { bytes: usize::MAX })
+        );
+        assert!(try_unwritten(5).unwrap().capacity() >= 5);
     }
 
     #[test]
@@ -278,10 +306,14 @@ mod tests {
             .iter()
             .all(|&b| b == POISON_BYTE);
         let buffer = try_buffer::<f32>(33).unwrap();
+        let mut unwritten = try_unwritten(2 * HUGE_PAGE + 7).unwrap();
+        // SAFETY: the poison mode wrote every byte of the capacity asked for.
+        unsafe { unwritten.set_len(2 * HUGE_PAGE + 7) };
         // Zeros that are read by design stay zeros.
         let zeroed = try_zeroed::<u8>(100).unwrap().iter().all(|&b| b == 0);
         set_poison(previous);
         assert!(reused && fresh && zeroed);
+        assert!(unwritten.iter().all(|&b| b == POISON_BYTE));
         assert!(buffer.iter().all(|v| v.to_bits() == 0xA5A5_A5A5));
     }
 

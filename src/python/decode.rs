@@ -108,13 +108,8 @@ pub(crate) fn decode_image<'py>(
         Some(Route::Pillow(reason)) => return Ok(("pillow", reason.into_pyobject(py)?.into_any())),
         Some(Route::Native(header)) => header,
     };
-    let len = header.decoded_len().map_err(to_py_err)?;
     let pixels = py
-        .detach(|| {
-            let mut out =
-                crate::buffers::try_buffer(len).map_err(|e| header.allocation_failed(e))?;
-            decode::decode_into(data, &header, &Limits::default(), &mut out).map(|()| out)
-        })
+        .detach(|| decode::decode_image(data, &header, &Limits::default()))
         .map_err(to_py_err)?;
     let shape = if header.channels == 1 {
         vec![header.height, header.width]

@@ -17,7 +17,8 @@
 //!   deterministic: two decodes into buffers pre-filled differently give the
 //!   same result and, on success, the same bytes (up to `MAX_TWICE` bytes);
 //!   an output buffer one byte too long is an error or a success, never a
-//!   crash;
+//!   crash; `decode_image` (into memory not zeroed first, for a JPEG) fails
+//!   exactly when it failed, and otherwise gives the same bytes;
 //! * up to `MAX_PIPELINE_PIXELS`, `preprocess_batch` of the encoded view under
 //!   the K2.5 and K3 presets fails exactly when the decode failed (with
 //!   `KimiError::AtImage { index: 0, .. }`), and otherwise gives the bits of
@@ -111,6 +112,10 @@ pub fn run(data: &[u8]) {
                 first == second,
                 "two decodes differ (unwritten or nondeterministic bytes)"
             );
+        }
+        match decode::decode_image(file, &header, &limits) {
+            Ok(image) => assert!(decoded.is_ok() && image == first, "decode_image differs"),
+            Err(e) => assert!(decoded.is_err(), "decode_image failed alone: {e}"),
         }
         let mut long = vec![0u8; len + 1];
         let _ = decode::decode_into(file, &header, &limits, &mut long);

@@ -18,6 +18,7 @@
 #![allow(non_snake_case)]
 
 use std::ffi::{c_char, c_int, c_long, c_uint, c_void, CStr};
+use std::mem::MaybeUninit;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::path::Path;
 
@@ -494,8 +495,9 @@ impl<'a> Reader<'a> {
 
     /// The next rows into `out` (whole rows of `width * channels` bytes, no
     /// more than are left): all of them are written, or the fault is
-    /// returned. After the last row, the decompression is finished.
-    pub(super) fn read(&mut self, out: &mut [u8]) -> Result<(), Fault> {
+    /// returned (so on success every byte of `out` is initialised, whatever
+    /// it held before). After the last row, the decompression is finished.
+    pub(super) fn read(&mut self, out: &mut [MaybeUninit<u8>]) -> Result<(), Fault> {
         let (stride, api, p) = (self.stride, self.session.1, self.session.0);
         let n_rows = out.len() / stride;
         if !out.len().is_multiple_of(stride) || n_rows > self.height - self.next {
@@ -507,10 +509,13 @@ impl<'a> Reader<'a> {
         }
         let last = self.next + n_rows == self.height;
         // SAFETY: `p` is the started object of `start`; libjpeg writes rows of
-        // `stride` bytes at the pointers given, all inside `out`.
+        // `stride` bytes (its output width times components, checked against
+        // the shape by `start`) at the pointers given, all inside `out`. A
+        // row's pointer is handed out again until the library counts the row
+        // as written, so `y` reaches `n_rows` only when every row is.
         let run = || unsafe {
             let cinfo = &raw mut (*p).cinfo;
-            let base = out.as_mut_ptr();
+            let base = out.as_mut_ptr().cast::<u8>();
             let mut rows = [std::ptr::null_mut::<u8>(); ROWS_PER_CALL];
             let mut y = 0;
             while y < n_rows {
@@ -576,13 +581,14 @@ impl<'a> Reader<'a> {
 }
 
 /// Decode `data` into `out` (`height` rows of `width * channels` bytes) as
-/// `ImagingJpegDecode` does with rawmode `L` or `RGB`, stopping past `max_scans`.
+/// `ImagingJpegDecode` does with rawmode `L` or `RGB`, stopping past
+/// `max_scans`: every byte of `out` is written, or the fault is returned.
 pub(super) fn decode(
     api: &Api,
     data: &[u8],
     shape: (usize, usize, usize),
     max_scans: usize,
-    out: &mut [u8],
+    out: &mut [MaybeUninit<u8>],
 ) -> Result<(), Fault> {
     let (width, height, channels) = shape;
     if out.len() != width * channels * height {
@@ -592,6 +598,46 @@ pub(super) fn decode(
         )));
     }
     Reader::start(api, data, shape, max_scans)?.read(out)
+}
+
+/// [`decode`] into the spare capacity of the empty `out` (at least
+/// `width * channels * height` bytes, of any contents), then its length set
+/// to those bytes, all written. On a fault `out` stays empty.
+pub(super) fn decode_to_vec(
+    api: &Api,
+    data: &[u8],
+    shape: (usize, usize, usize),
+    max_scans: usize,
+    out: &mut Vec<u8>,
+) -> Result<(), Fault> {
+    let (width, height, channels) = shape;
+    let len = width * channels * height;
+    if !out.is_empty() || out.capacity() < len {
+        return Err(Fault::Mismatch(format!(
+            "output vector of {} bytes and room for {}",
+            out.len(),
+            out.capacity()
+        )));
+    }
+    decode(
+        api,
+        data,
+        shape,
+        max_scans,
+        &mut out.spare_capacity_mut()[..len],
+    )?;
+    // SAFETY: `decode` returned Ok, so it wrote all `len` bytes of the spare
+    // capacity, which starts at `out`'s (empty) length.
+    unsafe { out.set_len(len) };
+    Ok(())
+}
+
+/// `out` as memory for [`Reader::read`] and [`decode`] to write.
+pub(super) fn writable(out: &mut [u8]) -> &mut [MaybeUninit<u8>] {
+    // SAFETY: `MaybeUninit<u8>` has the size and alignment of `u8`, and the
+    // view is used only by this module's readers, which store bytes (never an
+    // uninitialised value) through it.
+    unsafe { &mut *(std::ptr::from_mut(out) as *mut [MaybeUninit<u8>]) }
 }
 
 #[cfg(test)]

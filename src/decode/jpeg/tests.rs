@@ -525,51 +525,122 @@ fn struct_size_checked_by_the_library() {
 #[test]
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 fn decode_faults_through_the_library() {
-    use libjpeg::{decode, Fault};
+    use libjpeg::{decode, writable, Fault};
     let api = debian();
     let data = committed("s440_progressive_odd.jpg");
     let mut out = vec![0u8; 61 * 45 * 3];
-    decode(&api, &data, (61, 45, 3), 500, &mut out).expect("decodes");
+    decode(&api, &data, (61, 45, 3), 500, writable(&mut out)).expect("decodes");
     assert!(out.iter().any(|&b| b != 0));
     // The progress monitor stops a decode past its scan limit.
     assert_eq!(
-        decode(&api, &data, (61, 45, 3), 3, &mut out),
+        decode(&api, &data, (61, 45, 3), 3, writable(&mut out)),
         Err(Fault::TooManyScans(4))
     );
     let many = committed("progressive_528_scans.jpg");
     let mut small = vec![0u8; 64];
-    decode(&api, &many, (8, 8, 1), 528, &mut small).expect("528 scans within a limit of 528");
+    decode(&api, &many, (8, 8, 1), 528, writable(&mut small))
+        .expect("528 scans within a limit of 528");
     assert_eq!(
-        decode(&api, &many, (8, 8, 1), 500, &mut small),
+        decode(&api, &many, (8, 8, 1), 500, writable(&mut small)),
         Err(Fault::TooManyScans(501))
     );
     // Truncated data is an error, not libjpeg's fake EOI; a missing EOI alone is fine.
     let base = committed("s440.jpg");
     let mut out = vec![0u8; 64 * 48 * 3];
     assert_eq!(
-        decode(&api, &base[..base.len() / 2], (64, 48, 3), 500, &mut out),
+        decode(
+            &api,
+            &base[..base.len() / 2],
+            (64, 48, 3),
+            500,
+            writable(&mut out)
+        ),
         Err(Fault::Truncated)
     );
     assert_eq!(
-        decode(&api, &base[..300], (64, 48, 3), 500, &mut out),
+        decode(&api, &base[..300], (64, 48, 3), 500, writable(&mut out)),
         Err(Fault::Truncated)
     );
     // libjpeg's own errors arrive as messages, and a wrong header is caught.
     let mut bad = base.clone();
     let sof_at = bad.windows(2).position(|w| w == [0xFF, 0xC0]).unwrap();
     bad[sof_at + 4] = 7; // precision
-    match decode(&api, &bad, (64, 48, 3), 500, &mut out) {
+    match decode(&api, &bad, (64, 48, 3), 500, writable(&mut out)) {
         Err(Fault::Lib(m)) => assert!(m.contains("precision"), "{m}"),
         other => panic!("{other:?}"),
     }
     assert!(matches!(
-        decode(&api, &base, (48, 64, 3), 500, &mut out),
+        decode(&api, &base, (48, 64, 3), 500, writable(&mut out)),
         Err(Fault::Mismatch(_))
     ));
     assert!(matches!(
-        decode(&api, &base, (64, 48, 3), 500, &mut out[1..]),
+        decode(&api, &base, (64, 48, 3), 500, writable(&mut out[1..])),
         Err(Fault::Mismatch(_))
     ));
+}
+
+/// A decode into a new vector's spare capacity writes every byte of it: the
+/// same bytes as decodes into buffers filled with two other patterns, for
+/// every committed native JPEG (grey and colour, every sampling, one scan or
+/// several, restart markers); a fault leaves the vector empty.
+#[test]
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+fn a_decode_into_spare_capacity_writes_every_byte() {
+    use libjpeg::{decode, decode_to_vec, writable, Fault};
+    let api = debian();
+    let mut decoded = 0;
+    for entry in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/jpeg")).unwrap()
+    {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "jpg") {
+            continue;
+        }
+        let data = std::fs::read(&path).unwrap();
+        let Ok(Route::Native(h)) = route(&data, false) else {
+            continue;
+        };
+        if h.format != Format::Jpeg {
+            continue;
+        }
+        let shape = (h.width, h.height, h.channels);
+        let len = h.decoded_len().unwrap();
+        let mut first = vec![0xA5u8; len];
+        if decode(&api, &data, shape, 500, writable(&mut first)).is_err() {
+            continue;
+        }
+        let mut second = vec![0x5Au8; len];
+        decode(&api, &data, shape, 500, writable(&mut second)).unwrap();
+        // Spare capacity that held other bytes (0x3C, then cleared).
+        let mut vector = vec![0x3Cu8; len + 5];
+        vector.clear();
+        decode_to_vec(&api, &data, shape, 500, &mut vector).unwrap();
+        assert!(
+            first == second && vector == first,
+            "{}: unwritten bytes",
+            path.display()
+        );
+        let mut cut = Vec::with_capacity(len);
+        assert_eq!(
+            decode_to_vec(&api, &data[..data.len() / 2], shape, 500, &mut cut),
+            Err(Fault::Truncated),
+            "{}",
+            path.display()
+        );
+        assert!(cut.is_empty());
+        decoded += 1;
+    }
+    assert!(
+        decoded >= 8,
+        "only {decoded} committed JPEGs decode natively"
+    );
+    // A vector without room, or not empty, is refused before any decode.
+    let data = committed("s440.jpg");
+    for mut out in [Vec::with_capacity(64 * 48 * 3 - 1), vec![0u8; 1]] {
+        assert!(matches!(
+            decode_to_vec(&api, &data, (64, 48, 3), 500, &mut out),
+            Err(Fault::Mismatch(_))
+        ));
+    }
 }
 
 /// No unit test calls `load`, so the process-wide library stays unset here.
@@ -641,7 +712,7 @@ fn skipped_rows_are_the_rows_a_whole_decode_gives_after_them() {
                 if skip > 0 {
                     r.skip(skip)?;
                 }
-                r.read(out)
+                r.read(libjpeg::writable(out))
             })
         };
         let mut whole = vec![0u8; row * h.height];
