@@ -15,12 +15,14 @@ arrays and ``out=`` buffers): the sections below, each with its own header.
 from __future__ import annotations
 
 import base64
+import collections
 import copy
 import io
 import itertools
 import re
 import struct
 import threading
+import types
 import warnings
 import zlib
 from types import SimpleNamespace
@@ -292,7 +294,7 @@ def test_bad_config_values(key, value, shown):
     ("fixed_output_tokens", None, True), ("transparent_bg_config.chessboard_gray_value", 180, "180"),
 ])
 def test_a_config_validated_once_by_content_still_refuses_a_value_equal_to_a_valid_one(key, good, bad):
-    """``MediaProcConfig.from_dict`` keeps the configs of plain dicts by their JSON text:
+    """``MediaProcConfig.from_dict`` keeps the configs of plain dicts by their content key:
     the same content gives the same object, a changed dict is validated again, and a
     value ``==`` to a kept one but of another type (True == 1, 14.0 == 14) still raises."""
     from kimi_k3_rs.config import MediaProcConfig
@@ -313,6 +315,43 @@ def test_a_config_validated_once_by_content_still_refuses_a_value_equal_to_a_val
     numpy_mean = {**cfg("kimi_k3"), "image_mean": np.array([0.1, 0.2, 0.3])}
     assert MediaProcConfig.from_dict(numpy_mean).image_mean == (0.1, 0.2, 0.3)
     assert MediaProcConfig.from_dict(numpy_mean) is not MediaProcConfig.from_dict(numpy_mean)
+
+
+def test_the_content_key_tells_apart_what_validation_tells_apart():
+    """``_native.content_key``: equal keys for equal keys and values of equal types (a list
+    and a tuple alike, as validation reads both as a sequence); different keys for ``True``,
+    ``1`` and ``1.0``, for ``0.0`` and ``-0.0``, for another order of the keys, a nested
+    change, ``"1"`` and ``1``; no key for what it does not read."""
+    from kimi_k3_rs._native import content_key
+
+    base = cfg("kimi_k3")
+    key = content_key(base)
+    assert isinstance(key, bytes) and content_key(copy.deepcopy(base)) == key
+    assert content_key({**base, "image_mean": tuple(base["image_mean"])}) == key
+    variants = [{**base, "patch_size": v} for v in (True, 14.0, "14", 15, 2**63 - 1)]
+    variants += [{**base, "image_mean": m} for m in ([0.5, 0.5], [0.5, 0.5, -0.0], [[0.5, 0.5, 0.5]])]
+    variants += [{**base, "image_mean": [0.0, 0.5, 0.5]}, {**base, "image_mean": [-0.0, 0.5, 0.5]}]
+    variants.append(dict(reversed(list(base.items()))))
+    variants.append({**base, "fixed_output_tokens": 0})
+    bg = {**base["transparent_bg_config"], "chessboard_square_on_top_left": 1}
+    variants.append({**base, "transparent_bg_config": bg})
+    keys = [content_key(v) for v in variants]
+    assert None not in keys and len(set(keys + [key])) == len(keys) + 1
+    itself: dict[str, object] = {}
+    itself["self"] = itself
+    deep: object = 1
+    for _ in range(9):
+        deep = [deep]
+    for unread in ({**base, "patch_size": np.int64(14)}, {**base, "image_std": np.array([0.5] * 3)},
+                   {**base, "patch_size": 2**64}, {**base, 14: 14}, {**base, "x": "\ud800"},
+                   {**base, "x": {1, 2}}, {**base, "x": deep}, itself):
+        assert content_key(unread) is None
+    shallow: object = 1
+    for _ in range(7):
+        shallow = [shallow]
+    assert content_key({"x": shallow}) is not None
+    for not_a_dict in (None, [base], list(base.items()), types.MappingProxyType(base), collections.OrderedDict(base)):
+        assert content_key(not_a_dict) is None
 
 
 @pytest.mark.parametrize("name,good,bad", [

@@ -124,6 +124,11 @@ def abbreviate(value: object, /, *, quote: bool = True) -> str:
     """A caller's value as messages show it: at most 200 characters, one line (a string
     as its repr, or as it is with ``quote=False``)."""
 
+def content_key(value: object, /) -> bytes | None:
+    """The key by which a plain ``dict`` ``media_proc_cfg`` is validated once: equal for two
+    dicts with the same ``str`` keys in order and values of the same types and contents (a
+    list and a tuple alike); None for other types and for values it does not read."""
+
 def navit_resize_config(width: Any, height: Any, config: MediaProcConfig, /) -> tuple[int, int, int, int, int]:
     """(num_tokens, new_width, new_height, pad_width, pad_height) of one image."""
 

@@ -307,11 +307,13 @@ class MediaProcConfig(ByConstructor):
 
         Returns:
             The validated config. A plain ``dict`` is validated once per content: its
-            config is kept by its JSON text (which tells ``True``, ``14`` and ``14.0``
-            apart, as validation does), so a serving loop that passes the same dict on
-            every call pays for one validation (a K3 preset: about 50 us). Other
-            mappings, and dicts JSON cannot write (numpy values), are validated on
-            every call; failures are never kept.
+            config is kept by a key of its keys and its values with their types
+            (``_native.content_key``, which tells ``True``, ``14`` and ``14.0`` apart, as
+            validation does; about 1 us for a preset), so a serving loop that passes the
+            same dict on every call pays for one validation (a K3 preset: about 50 us).
+            Other mappings, and dicts holding other values than ``dict``, ``list``,
+            ``tuple``, ``str``, ``int``, ``float``, ``bool`` and ``None`` (numpy values,
+            subclasses), are validated on every call; failures are never kept.
 
         Raises:
             TypeError: ``media_proc_cfg`` is not a mapping; ``transparent_bg_config`` is
@@ -330,7 +332,7 @@ class MediaProcConfig(ByConstructor):
         """
         if isinstance(media_proc_cfg, MediaProcConfig):
             return media_proc_cfg
-        key = _content_key(media_proc_cfg)
+        key = _native.content_key(media_proc_cfg)
         cfg = _VALIDATED.get(key) if key is not None else None
         if cfg is None:
             cfg = cls._validate(media_proc_cfg)
@@ -362,23 +364,11 @@ class MediaProcConfig(ByConstructor):
         )
 
 
-#: Configs :meth:`MediaProcConfig.from_dict` validated, by :func:`_content_key`; cleared
-#: when it reaches :data:`_VALIDATED_MOST` entries (a process serves a few models).
-_VALIDATED: dict[str, MediaProcConfig] = {}
+#: Configs :meth:`MediaProcConfig.from_dict` validated, by their content key
+#: (``_native.content_key``); cleared when it reaches :data:`_VALIDATED_MOST` entries (a
+#: process serves a few models).
+_VALIDATED: dict[bytes, MediaProcConfig] = {}
 _VALIDATED_MOST = 64
-_JSON = json.JSONEncoder(check_circular=False, allow_nan=True)
-
-
-def _content_key(value: Any) -> str | None:
-    """The JSON text of a plain ``dict`` (None for other types, and for a dict JSON
-    cannot write, or one that refers to itself): equal texts mean values of the same
-    JSON types, which validate alike (a list and a tuple are both read as a sequence)."""
-    if type(value) is not dict:
-        return None
-    try:
-        return _JSON.encode(value)
-    except (TypeError, ValueError, RecursionError):
-        return None
 
 
 def call_setup(
@@ -393,7 +383,7 @@ def call_setup(
 ) -> tuple[MediaProcConfig, CallOptions]:
     """The config (:meth:`MediaProcConfig.from_dict`) and options
     (:meth:`kimi_k3_rs.options.CallOptions.make`) of one call of an entry point,
-    validated once per set of values: kept by the config's content (its JSON text, as
+    validated once per set of values: kept by the config's content (its content key, as
     :meth:`MediaProcConfig.from_dict` keeps it; a :class:`MediaProcConfig` by its identity) and
     the options' values with their types (``True`` and ``1`` apart, as validation tells
     them), the ``KIMI_K3_RS_NUM_THREADS`` they read and the Pillow version
@@ -408,7 +398,7 @@ def call_setup(
     """
     args = (pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels, max_decoded_bytes, allowed_formats)
     # a MediaProcConfig by its address: its entry keeps it alive, so no other takes that address
-    config_key = id(media_proc_cfg) if isinstance(media_proc_cfg, MediaProcConfig) else _content_key(media_proc_cfg)
+    config_key = id(media_proc_cfg) if isinstance(media_proc_cfg, MediaProcConfig) else _native.content_key(media_proc_cfg)
     env = os.environ.get(NUM_THREADS_ENV) if num_threads is None else None
     key = (config_key, env, PIL.__version__, *((type(a), a) for a in args))
     try:

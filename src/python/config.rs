@@ -8,7 +8,10 @@
 
 use pyo3::exceptions::PyKeyError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyMapping, PySequence, PyString};
+use pyo3::types::{
+    PyBool, PyByteArray, PyBytes, PyDict, PyFloat, PyInt, PyList, PyMapping, PySequence, PyString,
+    PyTuple,
+};
 
 use super::errors::{abbreviate_value, to_py_err, BindingError};
 use crate::config::{
@@ -301,6 +304,88 @@ fn video(value: &Bound<'_, PyAny>) -> PyResult<Option<VideoConfig>> {
         }
         err => to_py_err(err),
     })
+}
+
+/// Levels of nesting a content key follows ([`content_key`]): the checkpoint's
+/// configs have two.
+const CONTENT_KEY_DEPTH: usize = 8;
+
+/// The content key of a `media_proc_cfg` given as a plain `dict`, by which
+/// `kimi_k3_rs.config.MediaProcConfig.from_dict` keeps the configs it
+/// validated: bytes that are equal for two dicts exactly when they hold the
+/// same `str` keys in the same order and values of the same types with the
+/// same contents, so two dicts with one key are validated alike (`True`, `1`
+/// and `1.0` differ; `-0.0` and `0.0` differ; a list and a tuple of the
+/// same items are the same, as validation reads both as a sequence).
+///
+/// Returns None (not kept: validated on every call) for anything but a plain
+/// `dict`, and for a dict holding anything but exact `dict`, `list`, `tuple`,
+/// `str`, `int` (of 64 bits), `float`, `bool` and `None` values under `str`
+/// keys, at most 8 levels deep (a dict that contains itself has none).
+#[pyfunction]
+#[pyo3(signature = (value, /))]
+pub(crate) fn content_key<'py>(value: &Bound<'py, PyAny>) -> Option<Bound<'py, PyBytes>> {
+    if !value.is_exact_instance_of::<PyDict>() {
+        return None;
+    }
+    let mut key = Vec::with_capacity(512);
+    write_content(value, 0, &mut key).then(|| PyBytes::new(value.py(), &key))
+}
+
+/// Append the tagged bytes of a `str`: `s`, its UTF-8 length, its UTF-8.
+fn write_str(s: &Bound<'_, PyString>, key: &mut Vec<u8>) -> bool {
+    let Ok(text) = s.to_str() else {
+        return false; // lone surrogates: not kept
+    };
+    key.push(b's');
+    key.extend_from_slice(&(text.len() as u64).to_le_bytes());
+    key.extend_from_slice(text.as_bytes());
+    true
+}
+
+/// Append `value`'s tagged bytes to `key` ([`content_key`]); false for a value
+/// of another type, an int of over 64 bits, or past [`CONTENT_KEY_DEPTH`].
+fn write_content(value: &Bound<'_, PyAny>, depth: usize, key: &mut Vec<u8>) -> bool {
+    if value.is_none() {
+        key.push(b'n');
+    } else if let Ok(b) = value.cast_exact::<PyBool>() {
+        key.push(if b.is_true() { b't' } else { b'f' });
+    } else if let Ok(i) = value.cast_exact::<PyInt>() {
+        let Ok(i) = i.extract::<i64>() else {
+            return false;
+        };
+        key.push(b'i');
+        key.extend_from_slice(&i.to_le_bytes());
+    } else if let Ok(f) = value.cast_exact::<PyFloat>() {
+        key.push(b'g');
+        key.extend_from_slice(&f.value().to_bits().to_le_bytes());
+    } else if let Ok(s) = value.cast_exact::<PyString>() {
+        return write_str(s, key);
+    } else if depth >= CONTENT_KEY_DEPTH {
+        return false;
+    } else if let Ok(d) = value.cast_exact::<PyDict>() {
+        key.push(b'd');
+        key.extend_from_slice(&(d.len() as u64).to_le_bytes());
+        for (k, v) in d.iter() {
+            let Ok(k) = k.cast_exact::<PyString>() else {
+                return false;
+            };
+            if !write_str(k, key) || !write_content(&v, depth + 1, key) {
+                return false;
+            }
+        }
+    } else if let Ok(l) = value.cast_exact::<PyList>() {
+        key.push(b'l');
+        key.extend_from_slice(&(l.len() as u64).to_le_bytes());
+        return l.iter().all(|v| write_content(&v, depth + 1, key));
+    } else if let Ok(t) = value.cast_exact::<PyTuple>() {
+        key.push(b'l');
+        key.extend_from_slice(&(t.len() as u64).to_le_bytes());
+        return t.iter().all(|v| write_content(&v, depth + 1, key));
+    } else {
+        return false;
+    }
+    true
 }
 
 /// A validated `media_proc_cfg` (the keys the image path reads), built once per

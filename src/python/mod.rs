@@ -444,6 +444,8 @@ mod _native {
     #[pymodule_export]
     use super::arrow::{pil_pixels, pil_rows, PillowRows};
     #[pymodule_export]
+    use super::config::content_key;
+    #[pymodule_export]
     use super::decode::{decode_image, load_libjpeg, route_encoded, PyEncodedImage};
     #[pymodule_export]
     use super::errors::{abbreviate, ConfigError, ImageError, ImageTooLargeError, KimiK3Error};
