@@ -19,6 +19,7 @@
 //! `view.rs` resizes a whole [`ImageView`] ([`resize_view`]).
 
 mod coefficients;
+mod pairs;
 mod passes;
 mod quads;
 mod scalar;

@@ -4,6 +4,9 @@
 //! into bands are free: every arrangement gives Pillow's bytes.
 
 use super::coefficients::Coefficients;
+use super::pairs::{self, PairTaps, PAIR_BYTES};
+#[cfg(target_arch = "x86_64")]
+use super::pairs::{columns_to_pairs, pair_sums};
 use super::quads::{self, QuadTaps, QUAD_BYTES};
 #[cfg(target_arch = "x86_64")]
 use super::quads::{columns_to_planes, quad_sums, rows_to_quads};
@@ -37,9 +40,10 @@ use crate::simd::{Execution, SimdPath};
 /// stride of `S * ROWS`, and never the pad bytes of `S > C` (RGB in 4-byte
 /// pixels is resampled without a packing copy). Where `taps` have quads
 /// (AVX-512 VNNI + VBMI), the band is laid out in quads of its `C` channels
-/// instead, and summed there (see [`quads`]); the output columns are the same,
-/// written into rows or, for the vertical pass on quads, planes of four rows
-/// (`out`).
+/// instead, and summed there (see [`quads`]); where they have pairs (AVX2),
+/// the byte columns are laid out once more in pairs of 16-bit pixels, and
+/// summed there (see [`pairs`]). The output columns are the same, written
+/// into rows or, for the vertical pass on quads, planes of four rows (`out`).
 fn horizontal_into<const S: usize, const C: usize>(
     src: &[u8],
     width: usize,
@@ -53,15 +57,23 @@ fn horizontal_into<const S: usize, const C: usize>(
     let HorizontalTaps {
         coeffs,
         tiles,
-        quads,
+        layout,
     } = taps;
     let out_w = coeffs.bounds.len();
     let (in_row_len, out_row_len) = (width * S, out_w * C);
-    let most = match quads {
-        Some((_, tile_quads)) => tile_quads.iter().map(|q| q.len() * C * QUAD_BYTES).max(),
-        None => tiles.iter().map(|t| t.inputs.len() * S * ROWS).max(),
+    let (most, most_pairs) = match layout {
+        Layout::Quads(_, tile_quads) => (
+            tile_quads.iter().map(|q| q.len() * C * QUAD_BYTES).max(),
+            None,
+        ),
+        Layout::Pairs(_, tile_pairs) => (
+            tile_pairs.iter().map(|p| 2 * p.len() * S * ROWS).max(),
+            tile_pairs.iter().map(|p| p.len() * C * PAIR_BYTES).max(),
+        ),
+        Layout::Columns => (tiles.iter().map(|t| t.inputs.len() * S * ROWS).max(), None),
     };
     grow(&mut columns.input, most.unwrap_or(0))?;
+    grow(&mut columns.pairs, most_pairs.unwrap_or(0))?;
     let most = tiles.iter().map(|t| t.outputs.len()).max().unwrap_or(0);
     grow(&mut columns.output, most * C * ROWS)?;
     let avx2 = matches!(path, SimdPath::Avx2 | SimdPath::Avx512);
@@ -101,9 +113,9 @@ fn horizontal_into<const S: usize, const C: usize>(
         {
             let out_len = xx.len() * C;
             let output = &mut columns.output[..out_len * ROWS];
-            match quads {
+            match layout {
                 #[cfg(target_arch = "x86_64")]
-                Some((quad_taps, tile_quads)) => {
+                Layout::Quads(quad_taps, tile_quads) => {
                     let q = &tile_quads[i];
                     let pixels = 4 * q.start..(4 * q.end).min(width);
                     let tile_inputs = inputs.map(|row| &row[pixels.start * S..pixels.end * S]);
@@ -119,14 +131,32 @@ fn horizontal_into<const S: usize, const C: usize>(
                         quad_sums::<C>(quad_taps, xx.clone(), input, quads, C * ROWS, output)
                     };
                 }
-                _ => {
-                    let in_len = x.len() * S;
-                    let tile_inputs = inputs.map(|row| &row[x.start * S..x.end * S]);
-                    let input = &mut columns.input[..in_len * ROWS];
-                    rows_to_columns(&tile_inputs, in_len, input, avx2);
-                    if premultiply {
-                        premultiply_channels::<S>(input, ROWS);
+                #[cfg(target_arch = "x86_64")]
+                Layout::Pairs(pair_taps, tile_pairs) => {
+                    let p = &tile_pairs[i];
+                    let pixels = 2 * p.start..(2 * p.end).min(width);
+                    let input = byte_columns::<S>(
+                        &inputs,
+                        pixels.clone(),
+                        premultiply,
+                        avx2,
+                        &mut columns.input,
+                    );
+                    let pairs = &mut columns.pairs[..p.len() * C * PAIR_BYTES];
+                    // SAFETY: pairs are made only where `pairs::available`.
+                    unsafe {
+                        columns_to_pairs::<S, C>(input, pixels.len(), p.len(), pairs);
+                        pair_sums::<C>(pair_taps, xx.clone(), pairs, p.start, output);
                     }
+                }
+                _ => {
+                    let input = byte_columns::<S>(
+                        &inputs,
+                        x.clone(),
+                        premultiply,
+                        avx2,
+                        &mut columns.input,
+                    );
                     let (stride, lanes) = (S * ROWS, C * ROWS);
                     weighted_sums(
                         input,
@@ -156,6 +186,26 @@ fn horizontal_into<const S: usize, const C: usize>(
     Ok(())
 }
 
+/// The byte columns of `pixels` of a band's `rows` ([`rows_to_columns`] of
+/// their `S`-byte pixels) into the start of `input`, premultiplied by their
+/// alpha where `premultiply`: the bytes written.
+fn byte_columns<'i, const S: usize>(
+    rows: &[&[u8]; ROWS],
+    pixels: std::ops::Range<usize>,
+    premultiply: bool,
+    avx2: bool,
+    input: &'i mut [u8],
+) -> &'i mut [u8] {
+    let len = pixels.len() * S;
+    let tile = rows.map(|row| &row[pixels.start * S..pixels.end * S]);
+    let input = &mut input[..len * ROWS];
+    rows_to_columns(&tile, len, input, avx2);
+    if premultiply {
+        premultiply_channels::<S>(input, ROWS);
+    }
+    input
+}
+
 /// Where [`horizontal_into`] writes its rows: packed rows of `C`-byte pixels,
 /// or (for the vertical pass on quads) planes of four rows, `rows` rows into
 /// planes of `plane_len` bytes as [`quads::columns_to_planes`] lays them out,
@@ -176,13 +226,22 @@ enum HorizontalOut<'o> {
 /// 25,000,000 x 1 image held 16 times its 75 MB row).
 const TILE_BYTES: usize = 32 << 10;
 
-/// The taps of a horizontal pass, and its [`tiles`]: made once per resize.
-/// Where the pass runs on quads ([`quads::available`]), their taps too, and
-/// the quads of each tile.
+/// The taps of a horizontal pass, its [`tiles`] and the [`Layout`] it sums
+/// them on: made once per resize.
 struct HorizontalTaps<'a> {
     coeffs: &'a Coefficients,
     tiles: Vec<Tile>,
-    quads: Option<(QuadTaps, Vec<std::ops::Range<usize>>)>,
+    layout: Layout,
+}
+
+/// What a horizontal pass lays each tile of a band out in and sums: quads
+/// ([`quads::available`]: their taps, and the quads of each tile), pairs
+/// ([`pairs::available`]: their taps, and the pairs of each tile), or the
+/// byte columns alone.
+enum Layout {
+    Quads(QuadTaps, Vec<std::ops::Range<usize>>),
+    Pairs(PairTaps, Vec<std::ops::Range<usize>>),
+    Columns,
 }
 
 impl<'a> HorizontalTaps<'a> {
@@ -190,18 +249,24 @@ impl<'a> HorizontalTaps<'a> {
     /// the kernels of `path`.
     fn new(coeffs: &'a Coefficients, pixel_bytes: usize, path: SimdPath) -> Self {
         let tiles = tiles(coeffs, TILE_BYTES / pixel_bytes);
-        let quads = quads::available(path)
-            .then(|| QuadTaps::new(coeffs, 0))
+        let outputs = || tiles.iter().map(|t| t.outputs.clone());
+        let quads = || QuadTaps::new(coeffs, 0);
+        let layout = if let Some(taps) = quads::available(path).then(quads).flatten() {
+            let tile_quads = outputs().map(|o| taps.quads(o)).collect();
+            Layout::Quads(taps, tile_quads)
+        } else if let Some(taps) = pairs::available(path)
+            .then(|| PairTaps::new(coeffs))
             .flatten()
-            .map(|taps| {
-                let tile_quads = tiles.iter().map(|t| taps.quads(t.outputs.clone()));
-                let tile_quads = tile_quads.collect();
-                (taps, tile_quads)
-            });
+        {
+            let tile_pairs = outputs().map(|o| taps.pairs(o)).collect();
+            Layout::Pairs(taps, tile_pairs)
+        } else {
+            Layout::Columns
+        };
         Self {
             coeffs,
             tiles,
-            quads,
+            layout,
         }
     }
 }
@@ -239,11 +304,13 @@ fn tiles(coeffs: &Coefficients, most: usize) -> Vec<Tile> {
     tiles
 }
 
-/// The working memory of [`horizontal_into`]: `ROWS` transposed input rows and
-/// their resampled columns, grown (fallibly) as a band needs.
+/// The working memory of [`horizontal_into`]: `ROWS` transposed input rows,
+/// their pairs (AVX2) and their resampled columns, grown (fallibly) as a band
+/// needs.
 #[derive(Debug, Default)]
 struct Columns {
     input: Vec<u8>,
+    pairs: Vec<u8>,
     output: Vec<u8>,
 }
 
@@ -1027,18 +1094,19 @@ mod tests {
     }
 
     /// [`horizontal_into`] of `h` rows of `src` through `ch`, on `path`, on
-    /// quads (where `quads` and the CPU has them) or byte columns.
+    /// its layout (quads or pairs, where `laid_out` and the CPU has them) or
+    /// byte columns.
     fn horizontal<const S: usize, const C: usize>(
         src: &[u8],
         w: usize,
         ch: &Coefficients,
         premultiply: bool,
         path: SimdPath,
-        quads: bool,
+        laid_out: bool,
     ) -> Vec<u8> {
         let mut taps = HorizontalTaps::new(ch, S, path);
-        if !quads {
-            taps.quads = None;
+        if !laid_out {
+            taps.layout = Layout::Columns;
         }
         let h = src.len() / (w * S);
         let mut out = vec![0u8; h * ch.bounds.len() * C];
@@ -1049,17 +1117,25 @@ mod tests {
     }
 
     #[test]
-    fn the_horizontal_pass_on_quads_equals_it_on_byte_columns() {
-        // Both routes of the AVX-512 pass against the scalar one: downscales
-        // (every lead of a quad), upscales, rows of several tiles, a last band
-        // of fewer than 16 rows, RGB in 4-byte pixels, premultiplied alpha.
-        if !quads::available(SimdPath::Avx512) {
-            return;
-        }
+    fn the_horizontal_pass_on_quads_and_pairs_equals_it_on_byte_columns() {
+        // Both routes of the AVX-512 pass (quads) and of the AVX2 pass (pairs)
+        // against the scalar one, where the CPU has them: downscales (every
+        // lead of a quad or pair), upscales, rows of several tiles, a last
+        // band of fewer than 16 rows, RGB in 4-byte pixels, premultiplied alpha.
+        let paths: Vec<SimdPath> = [SimdPath::Avx512, SimdPath::Avx2]
+            .into_iter()
+            .filter(|&p| quads::available(p) || pairs::available(p))
+            .collect();
         let check = |name: &str, got: &dyn Fn(SimdPath, bool) -> Vec<u8>| {
             let want = got(SimdPath::Scalar, false);
-            assert!(got(SimdPath::Avx512, true) == want, "{name}: quads");
-            assert!(got(SimdPath::Avx512, false) == want, "{name}: byte columns");
+            for &path in &paths {
+                let path_name = path.name();
+                assert!(got(path, true) == want, "{name}: {path_name}, laid out");
+                assert!(
+                    got(path, false) == want,
+                    "{name}: {path_name}, byte columns"
+                );
+            }
         };
         for (w, h, nw) in [
             (301, 37, 150),
@@ -1128,9 +1204,10 @@ mod tests {
                             },
                         };
                         let want = whole(c, &src, w, h, &serial);
-                        // The scalar kernels, and the AVX-512 ones (on quads of
-                        // columns and of rows where the CPU has VNNI and VBMI).
-                        let paths = [SimdPath::Scalar, SimdPath::Avx512];
+                        // The scalar kernels, the AVX2 ones (the horizontal pass
+                        // on pairs) and the AVX-512 ones (on quads of columns and
+                        // of rows where the CPU has VNNI and VBMI).
+                        let paths = [SimdPath::Scalar, SimdPath::Avx2, SimdPath::Avx512];
                         let runs = paths.into_iter().filter(|p| p.is_supported());
                         let runs = runs.flat_map(|path| {
                             [false, true].map(|parallel| Execution { path, parallel })

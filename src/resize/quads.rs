@@ -67,14 +67,24 @@ impl QuadTaps {
         Some(Self { outputs, groups })
     }
 
-    /// The quads the taps of `outputs` read: from the first output's first quad
-    /// to the end of the last one that ends latest.
+    /// The quads the taps of `outputs` read ([`span`]).
     pub(super) fn quads(&self, outputs: std::ops::Range<usize>) -> std::ops::Range<usize> {
-        let taps = &self.outputs[outputs];
-        let first = taps.first().map_or(0, |&(q, _)| q);
-        let end = taps.iter().map(|(q, g)| q + g.len()).max().unwrap_or(first);
-        first..end.max(first)
+        span(&self.outputs[outputs])
     }
+}
+
+/// The units (quads, or [`super::pairs`]' pairs) that outputs read, given each
+/// output's first unit and the range of its units' weights (one weight entry
+/// per unit): from the first output's first unit to the end of the last one
+/// that ends latest.
+pub(super) fn span(outputs: &[(usize, std::ops::Range<usize>)]) -> std::ops::Range<usize> {
+    let first = outputs.first().map_or(0, |&(u, _)| u);
+    let end = outputs
+        .iter()
+        .map(|(u, w)| u + w.len())
+        .max()
+        .unwrap_or(first);
+    first..end.max(first)
 }
 
 /// Whether this CPU runs the passes of `path` on quads: AVX-512 (F, BW) with
