@@ -25,6 +25,7 @@ __all__ = [
     "abbreviate",
     "build_profile",
     "composite",
+    "content_key",
     "count_image_tokens",
     "count_video_chunk_tokens",
     "decode_image",
@@ -45,8 +46,11 @@ __all__ = [
 __version__: str
 build_profile: str
 simd_path: str
-"""The kernels this CPU runs, detected at import: ``"avx512"`` (AVX-512 F + BW resize, AVX2
-normalise), ``"avx2"`` (AVX2 + FMA), ``"sse4.1"`` or ``"scalar"``. Every path gives the same bits."""
+"""The kernels this process runs, set at import: the fastest this CPU runs, ``"avx512"``
+(AVX-512 F + BW resize, AVX2 normalise), ``"avx2"`` (AVX2 + FMA), ``"sse4.1"`` or
+``"scalar"``, or the one the environment variable ``KIMI_K3_RS_SIMD`` names (for tests and
+comparisons; a name of no path, or of one this CPU lacks, fails the import with a
+``KimiK3Error`` naming the variable and value). Every path gives the same bits."""
 
 class KimiK3Error(ValueError):
     """Base class of kimi_k3_rs errors (a ValueError)."""
