@@ -13,7 +13,11 @@ from __future__ import annotations
 import base64
 import copy
 import functools
+import hashlib
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -667,3 +671,64 @@ def test_sweep_tall(w, h, config, limit, mode):
     """Taller shapes, where the pass-order rule matters (same compat as the reference)."""
     media_proc_cfg = with_limit(config, limit)
     check(noise(w, h, mode, seed=w * 7 + h), media_proc_cfg)
+
+
+# ---------------------------------------------------------------------------
+# every kernel path, chosen by KIMI_K3_RS_SIMD
+# ---------------------------------------------------------------------------
+
+SIMD_PATHS = ["scalar", "sse4.1", "avx2", "avx512"]
+
+#: A child's work: K2.5 and K3 features (``in_patch_limit`` 1024, so that every image is
+#: resized) of three noise images (RGB downscaled 3.9x, its rows over a tile of the
+#: horizontal pass; RGBA, composited under K3; L), the sha256 of each preset's.
+_CHILD = """
+import hashlib, sys
+import numpy as np
+import kimi_k3_rs
+sys.path.insert(0, {tests!r})
+from helpers import cfg, noise
+images = [noise(4100, 700, "RGB", 1), noise(900, 650, "RGBA", 2), noise(333, 1201, "L", 3)]
+print(kimi_k3_rs.simd_path)
+for preset in ("kimi_k25", "kimi_k3"):
+    out = kimi_k3_rs.preprocess(images, cfg(preset, in_patch_limit=1024))
+    print(hashlib.sha256(out["pixel_values"].tobytes()).hexdigest())
+"""
+
+
+def _child(simd: str | None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "KIMI_K3_RS_SIMD"}
+    if simd is not None:
+        env["KIMI_K3_RS_SIMD"] = simd
+    code = _CHILD.format(tests=str(Path(__file__).resolve().parent))
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_every_simd_path_gives_the_reference_bytes():
+    """``KIMI_K3_RS_SIMD`` runs the kernels of the path it names (``simd_path`` says which),
+    and every path this CPU runs gives the reference's bytes; a path the CPU lacks, or a
+    name of none, fails the import with a ``KimiK3Error`` naming the variable and value."""
+    images = [noise(4100, 700, "RGB", 1), noise(900, 650, "RGBA", 2), noise(333, 1201, "L", 3)]
+    want = []
+    for preset in ("kimi_k25", "kimi_k3"):
+        pixel_values, _ = reference_preprocess(images, cfg(preset, in_patch_limit=1024))
+        want.append(hashlib.sha256(pixel_values.tobytes()).hexdigest())
+    fastest = _child(None)
+    assert fastest.returncode == 0, fastest.stderr
+    best = fastest.stdout.split()[0]
+    assert fastest.stdout.split()[1:] == want
+    runs = SIMD_PATHS[: SIMD_PATHS.index(best) + 1]
+    for path in runs + [" avx2 "] * ("avx2" in runs):
+        got = _child(path)
+        assert got.returncode == 0, got.stderr
+        assert got.stdout.split() == [path.strip(), *want], path
+    assert _child("").stdout.split()[0] == best
+    for path in SIMD_PATHS[len(runs):]:
+        got = _child(path)
+        assert got.returncode != 0
+        assert f"KIMI_K3_RS_SIMD must be a path this CPU runs, got '{path}'" in got.stderr
+    for bad in ("AVX2", "avx9", "sse41"):
+        got = _child(bad)
+        assert got.returncode != 0
+        assert "kimi_k3_rs.KimiK3Error: KIMI_K3_RS_SIMD must be one of scalar, sse4.1, avx2, avx512" in got.stderr
+        assert f"got '{bad}'" in got.stderr

@@ -436,6 +436,46 @@ fn set_poison(on: bool) -> bool {
     crate::set_poison(on)
 }
 
+/// The environment variable that names the kernel path to run instead of the
+/// fastest (for tests and comparisons: every path gives the same bytes).
+const SIMD_ENV: &str = "KIMI_K3_RS_SIMD";
+
+/// The kernel path of this process: the one `KIMI_K3_RS_SIMD` names
+/// (`scalar`, `sse4.1`, `avx2`, `avx512`), else the fastest this CPU runs
+/// (unset or blank), made the path every call detects
+/// ([`SimdPath::choose`](crate::simd::SimdPath::choose)). Read once, when the
+/// module is imported.
+///
+/// # Errors
+/// `ValueError` naming the variable and its value when it names no path, or
+/// one this CPU cannot run.
+fn chosen_simd_path() -> PyResult<crate::simd::SimdPath> {
+    use crate::simd::SimdPath;
+    let bad = |value: String, rule| {
+        let value = format!("'{}'", crate::error::abbreviate(&value));
+        to_py_err(crate::KimiError::Option {
+            name: SIMD_ENV,
+            rule,
+            value,
+        })
+    };
+    let chosen = match std::env::var(SIMD_ENV) {
+        Err(std::env::VarError::NotPresent) => None,
+        Err(std::env::VarError::NotUnicode(v)) => {
+            return Err(bad(v.to_string_lossy().into_owned(), NAMES));
+        }
+        Ok(v) if v.trim().is_empty() => None,
+        Ok(v) => Some(SimdPath::from_name(v.trim()).ok_or_else(|| bad(v.clone(), NAMES))?),
+    };
+    SimdPath::choose(chosen).map_err(|_| {
+        let name = chosen.map_or("", SimdPath::name).to_owned();
+        bad(name, "a path this CPU runs")
+    })
+}
+
+/// What `KIMI_K3_RS_SIMD` may name.
+const NAMES: &str = "one of scalar, sse4.1, avx2, avx512 (or unset)";
+
 /// `kimi_k3_rs._native`: the compiled core.
 #[pymodule(gil_used = false)]
 mod _native {
@@ -467,7 +507,7 @@ mod _native {
             "release"
         };
         m.add("build_profile", profile)?;
-        m.add("simd_path", crate::simd::SimdPath::detect().name())?;
+        m.add("simd_path", super::chosen_simd_path()?.name())?;
         // numpy's C API, loaded now: rust-numpy loads it on first use and
         // panics if that fails, and a first use after a long GIL-free call
         // can meet a pending KeyboardInterrupt. numpy is imported first, so
