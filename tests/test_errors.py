@@ -354,6 +354,53 @@ def test_the_content_key_tells_apart_what_validation_tells_apart():
         assert content_key(not_a_dict) is None
 
 
+def test_a_dict_changed_while_it_is_validated_leaves_no_other_config_under_its_key(monkeypatch):
+    """Another thread may change a dict between its content key and its validation: the
+    config kept under the key is still the one of the content the key names (validated from
+    a copy made with the key, ``_native.content_snapshot``), through ``from_dict`` and
+    ``call_setup`` alike."""
+    from kimi_k3_rs._native import content_key, content_snapshot
+    from kimi_k3_rs.config import MediaProcConfig, call_setup
+
+    validate = MediaProcConfig._validate.__func__  # type: ignore[attr-defined]
+    for n, setup in ((4321, MediaProcConfig.from_dict), (4322, lambda d: call_setup(d)[0])):
+        media_proc_cfg = cfg("kimi_k3", in_patch_limit=n)  # content not kept yet
+
+        def validate_while_changed(cls: Any, value: Any, d: dict[str, Any] = media_proc_cfg) -> Any:
+            d["patch_size"] = 16  # the other thread's change
+            return validate(cls, value)
+
+        monkeypatch.setattr(MediaProcConfig, "_validate", classmethod(validate_while_changed))
+        assert setup(media_proc_cfg).patch_size == 14
+        monkeypatch.undo()
+        assert setup(cfg("kimi_k3", in_patch_limit=n)).patch_size == 14
+        assert setup(media_proc_cfg).patch_size == 16
+    # the copy: what the key describes, its dicts and lists new
+    media_proc_cfg = {**cfg("kimi_k3"), "image_mean": (0.5, [0.5], 0.5)}
+    key, copied = content_snapshot(media_proc_cfg)
+    assert key == content_key(media_proc_cfg) == content_key(copied) and copied == media_proc_cfg
+    assert copied is not media_proc_cfg and copied["image_std"] is not media_proc_cfg["image_std"]
+    assert copied["image_mean"][1] is not media_proc_cfg["image_mean"][1]
+    bg = "transparent_bg_config"
+    assert copied[bg] == media_proc_cfg[bg] and copied[bg] is not media_proc_cfg[bg]
+    assert content_snapshot({**media_proc_cfg, "x": np.float64(1)}) is None
+
+
+def test_options_kept_by_the_types_of_their_items_too():
+    """``allowed_formats`` given as a tuple is kept with its items' types: a ``str`` subclass
+    equal to a kept name is validated again (here its ``upper()`` names no format)."""
+
+    class Odd(str):
+        def upper(self) -> str:
+            return "NOTAFORMAT"
+
+    image = noise(20, 20, "RGB", 0)
+    kimi_k3_rs.preprocess(image, cfg("kimi_k3"), allowed_formats=("PNG",))
+    for _ in range(2):
+        with pytest.raises(kimi_k3_rs.KimiK3Error, match="NOTAFORMAT"):
+            kimi_k3_rs.preprocess(image, cfg("kimi_k3"), allowed_formats=(Odd("PNG"),))
+
+
 @pytest.mark.parametrize("name,good,bad", [
     ("exif_transpose", True, 1), ("num_threads", 2, 2.0), ("max_image_pixels", 100, 100.0), ("max_image_pixels", 1, True),
 ])

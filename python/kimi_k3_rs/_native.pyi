@@ -26,6 +26,7 @@ __all__ = [
     "build_profile",
     "composite",
     "content_key",
+    "content_snapshot",
     "count_image_tokens",
     "count_video_chunk_tokens",
     "decode_image",
@@ -132,6 +133,10 @@ def content_key(value: object, /) -> bytes | None:
     """The key by which a plain ``dict`` ``media_proc_cfg`` is validated once: equal for two
     dicts with the same ``str`` keys in order and values of the same types and contents (a
     list and a tuple alike); None for other types and for values it does not read."""
+
+def content_snapshot(value: object, /) -> tuple[bytes, dict[str, Any]] | None:
+    """``content_key(value)`` with a copy of ``value`` that the key describes, made in the
+    same walk (new dicts and lists, other values shared); None where the key is None."""
 
 def navit_resize_config(width: Any, height: Any, config: MediaProcConfig, /) -> tuple[int, int, int, int, int]:
     """(num_tokens, new_width, new_height, pad_width, pad_height) of one image."""

@@ -332,15 +332,7 @@ class MediaProcConfig(ByConstructor):
         """
         if isinstance(media_proc_cfg, MediaProcConfig):
             return media_proc_cfg
-        key = _native.content_key(media_proc_cfg)
-        cfg = _VALIDATED.get(key) if key is not None else None
-        if cfg is None:
-            cfg = cls._validate(media_proc_cfg)
-            if key is not None:
-                if len(_VALIDATED) >= _VALIDATED_MOST:
-                    _VALIDATED.clear()
-                _VALIDATED[key] = cfg
-        return cfg
+        return _validated(media_proc_cfg)[1]
 
     @classmethod
     def _validate(cls, media_proc_cfg: Any) -> MediaProcConfig:
@@ -371,6 +363,38 @@ _VALIDATED: dict[bytes, MediaProcConfig] = {}
 _VALIDATED_MOST = 64
 
 
+def _validated(media_proc_cfg: Any) -> tuple[bytes | None, MediaProcConfig]:
+    """:meth:`MediaProcConfig.from_dict` of a config that is not a :class:`MediaProcConfig`,
+    with the content key it is kept by (None: not kept). A config not yet kept is validated
+    from a copy made with its key in one native walk (``_native.content_snapshot``), so
+    the config kept under a key is always the one of the content that key names, even
+    while another thread changes the dict."""
+    key = _native.content_key(media_proc_cfg)
+    cfg = _VALIDATED.get(key) if key is not None else None
+    if cfg is not None:
+        return key, cfg
+    kept = _native.content_snapshot(media_proc_cfg) if key is not None else None
+    if kept is None:  # not a keyed config (or no longer one: changed meanwhile)
+        return None, MediaProcConfig._validate(media_proc_cfg)
+    key, snapshot = kept
+    cfg = MediaProcConfig._validate(snapshot)
+    if len(_VALIDATED) >= _VALIDATED_MOST:
+        _VALIDATED.clear()
+    _VALIDATED[key] = cfg
+    return key, cfg
+
+
+def _item_types(value: Any) -> Any:
+    """The types of the items of a tuple or frozenset (``allowed_formats``; None for
+    another value), for :func:`call_setup`'s key: validation tells a ``str`` subclass
+    apart from ``str``, though they compare equal."""
+    if type(value) is tuple:
+        return tuple(map(type, value))
+    if type(value) is frozenset:
+        return frozenset((type(v), v) for v in value)
+    return None
+
+
 def call_setup(
     media_proc_cfg: Any,
     pillow_compat: Any = "auto",
@@ -386,7 +410,8 @@ def call_setup(
     validated once per set of values: kept by the config's content (its content key, as
     :meth:`MediaProcConfig.from_dict` keeps it; a :class:`MediaProcConfig` by its identity) and
     the options' values with their types (``True`` and ``1`` apart, as validation tells
-    them), the ``KIMI_K3_RS_NUM_THREADS`` they read and the Pillow version
+    them; the items of an ``allowed_formats`` tuple or frozenset with theirs), the
+    ``KIMI_K3_RS_NUM_THREADS`` they read and the Pillow version
     ``pillow_compat="auto"`` follows, so that a call with the same config and options as
     an earlier one pays one dict lookup. Configs :meth:`MediaProcConfig.from_dict` does
     not keep, and unhashable options (a list of formats), are validated on every call;
@@ -397,21 +422,25 @@ def call_setup(
             as :meth:`~kimi_k3_rs.options.CallOptions.make`, for a bad value.
     """
     args = (pillow_compat, exif_transpose, dtype, num_threads, max_image_pixels, max_decoded_bytes, allowed_formats)
+    given = isinstance(media_proc_cfg, MediaProcConfig)
     # a MediaProcConfig by its address: its entry keeps it alive, so no other takes that address
-    config_key = id(media_proc_cfg) if isinstance(media_proc_cfg, MediaProcConfig) else _native.content_key(media_proc_cfg)
+    config_key = id(media_proc_cfg) if given else _native.content_key(media_proc_cfg)
     env = os.environ.get(NUM_THREADS_ENV) if num_threads is None else None
-    key = (config_key, env, PIL.__version__, *((type(a), a) for a in args))
+    options = (env, PIL.__version__, *map(type, args), *args, _item_types(allowed_formats))
     try:
-        made = _CALLS.get(key) if config_key is not None else None
+        made = _CALLS.get((config_key, *options)) if config_key is not None else None
     except TypeError:  # unhashable options: validated, not kept
         config_key = None
         made = None
     if made is None:
-        made = MediaProcConfig.from_dict(media_proc_cfg), CallOptions.make(*args)
-        if config_key is not None:
+        keep = config_key is not None
+        # kept by the key of the content validated (a dict may change meanwhile)
+        config_key, config = (config_key, media_proc_cfg) if given else _validated(media_proc_cfg)
+        made = config, CallOptions.make(*args)
+        if keep and config_key is not None:
             if len(_CALLS) >= _VALIDATED_MOST:
                 _CALLS.clear()
-            _CALLS[key] = made
+            _CALLS[(config_key, *options)] = made
     return made
 
 

@@ -332,6 +332,50 @@ pub(crate) fn content_key<'py>(value: &Bound<'py, PyAny>) -> Option<Bound<'py, P
     write_content(value, 0, &mut key).then(|| PyBytes::new(value.py(), &key))
 }
 
+/// [`content_key`] of `value` with a copy of it that the key describes, made
+/// in the same walk while the GIL is held (no Python code runs between the
+/// two), so that a thread changing the dict meanwhile cannot make the copy
+/// differ from its key: the dicts and lists are new (a tuple too where it holds
+/// one), the other values shared (they are immutable). `None` where
+/// [`content_key`] is `None`.
+#[pyfunction]
+#[pyo3(signature = (value, /))]
+pub(crate) fn content_snapshot<'py>(
+    value: &Bound<'py, PyAny>,
+) -> PyResult<Option<(Bound<'py, PyBytes>, Bound<'py, PyAny>)>> {
+    let Some(key) = content_key(value) else {
+        return Ok(None);
+    };
+    Ok(Some((key, snapshot(value)?)))
+}
+
+/// A copy of a value [`write_content`] wrote: new dicts and lists (and tuples
+/// that hold one), the other values shared.
+fn snapshot<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let py = value.py();
+    if let Ok(d) = value.cast_exact::<PyDict>() {
+        let copy = PyDict::new(py);
+        for (k, v) in d.iter() {
+            copy.set_item(k, snapshot(&v)?)?;
+        }
+        Ok(copy.into_any())
+    } else if let Ok(l) = value.cast_exact::<PyList>() {
+        let items = l
+            .iter()
+            .map(|v| snapshot(&v))
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(PyList::new(py, items)?.into_any())
+    } else if let Ok(t) = value.cast_exact::<PyTuple>() {
+        let items = t
+            .iter()
+            .map(|v| snapshot(&v))
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(PyTuple::new(py, items)?.into_any())
+    } else {
+        Ok(value.clone())
+    }
+}
+
 /// Append the tagged bytes of a `str`: `s`, its UTF-8 length, its UTF-8.
 fn write_str(s: &Bound<'_, PyString>, key: &mut Vec<u8>) -> bool {
     let Ok(text) = s.to_str() else {

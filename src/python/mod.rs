@@ -484,7 +484,7 @@ mod _native {
     #[pymodule_export]
     use super::arrow::{pil_pixels, pil_rows, PillowRows};
     #[pymodule_export]
-    use super::config::content_key;
+    use super::config::{content_key, content_snapshot};
     #[pymodule_export]
     use super::decode::{decode_image, load_libjpeg, route_encoded, PyEncodedImage};
     #[pymodule_export]
