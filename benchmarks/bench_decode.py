@@ -22,7 +22,8 @@ quality 90, 4:2:0. Each run decodes the same bytes from memory:
   decoded ahead on the second while the first resizes), padded, normalised, patchified.
 
 All three outputs are checked equal to ``np.asarray`` of Pillow's image first. Runs
-alternate (pillow, simplejpeg, native, pillow, ...) so drift affects all alike; the
+alternate, in a new (seeded) order each round, so that drift affects all alike and no one
+always runs right after Pillow's load (which frees large blocks); the
 figures are medians of the calling thread's CPU time (``time.thread_time``; every
 decoder runs on the calling thread), or of wall-clock time with ``--wall``. Set
 ``OPENBLAS_NUM_THREADS=1`` so numpy's BLAS threads stay idle. Reported figures, not
@@ -34,6 +35,7 @@ from __future__ import annotations
 import argparse
 import functools
 import io
+import random
 import statistics
 import time
 from collections.abc import Callable
@@ -139,10 +141,14 @@ def measure(data: bytes, simplejpeg: Any, runs: int, wall: bool, features: bool)
         if name in ("simplejpeg", "native") and not np.array_equal(fn(), reference):
             raise SystemExit(f"{name} decode differs from Pillow's")
     times: dict[str, list[float]] = {name: [] for name in decoders}
+    names, order = list(decoders), random.Random(0)
     for _ in range(runs):
-        for name, fn in decoders.items():
+        # a new order each round (seeded): the call right after Pillow's (which frees large
+        # blocks) may pay more for its output's memory, so no one may always be there
+        order.shuffle(names)
+        for name in names:
             t0 = clock()
-            fn()
+            decoders[name]()
             times[name].append(clock() - t0)
     med = {name: statistics.median(t) for name, t in times.items()}
     what = "wall" if wall else "CPU"

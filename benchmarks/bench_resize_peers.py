@@ -5,7 +5,9 @@ ours (``_native.resize_bicubic``, exact: checked against Pillow here), fast_imag
 (through ``cykooz.resizer``, Catmull-Rom convolution, its best CPU extension) and OpenCV
 ``cv2.resize(INTER_CUBIC)`` (both inexact: a different filter support and fixed point). CPU
 time per call (``time.process_time``), medians of ``--repeat`` rounds in which the peers run
-interleaved. The peers are benchmark-only: ``pip install opencv-python-headless cykooz.resizer``.
+interleaved, in a new (seeded) order each round: the call right after Pillow's pays about a
+fifth more for its output's memory (Pillow frees large blocks), so a fixed order loaded that
+cost on whoever came second. The peers are benchmark-only: ``pip install opencv-python-headless cykooz.resizer``.
 
     python benchmarks/bench_resize_peers.py [--repeat 15] [--before DIR]
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import random
 import statistics
 import time
 from collections.abc import Callable
@@ -116,6 +119,7 @@ def main() -> None:
     args = parser.parse_args()
     before = load_before(args.before) if args.before else None
     rng = np.random.default_rng(0)
+    order = random.Random(0)
     kernel = f" (kernel: {avx512_kernel()})" if kimi_k3_rs.simd_path == "avx512" else ""
     print(f"simd_path {kimi_k3_rs.simd_path}{kernel}, one thread, CPU ms medians of {args.repeat}")
     extra = f" {'before':>8} {'ours/before':>11}" if before else ""
@@ -126,9 +130,13 @@ def main() -> None:
         reference = np.asarray(calls["pillow"]())
         exact = all(np.array_equal(reference, calls[name]()) for name in ("ours", "before") if name in calls)
         times: dict[str, list[float]] = {name: [] for name in calls}
+        names = list(calls)
         for _ in range(args.repeat):
-            for name, call in calls.items():
-                times[name].append(cpu_ms(call))
+            # a new order each round: the call after Pillow's (which frees its large blocks)
+            # pays about a fifth more for its output's pages, so no one may always be there
+            order.shuffle(names)
+            for name in names:
+                times[name].append(cpu_ms(calls[name]))
         med = {name: statistics.median(t) for name, t in times.items()}
         fir, cv = med.get("fast_image_resize", float("nan")), med.get("cv2", float("nan"))
         extra = f" {med['before']:8.2f} {med['ours'] / med['before']:11.2f}" if before else ""
