@@ -75,10 +75,8 @@ impl SimdPath {
     pub fn choose(path: Option<Self>) -> Result<Self, KimiError> {
         let index = match path {
             None => u8::MAX,
-            Some(path) if path.is_supported() => {
-                let i = Self::ALL.iter().position(|&p| p == path).unwrap_or(0);
-                u8::try_from(i).unwrap_or(0)
-            }
+            // the declaration order, that of `ALL`
+            Some(path) if path.is_supported() => path as u8,
             Some(path) => {
                 return Err(KimiError::Option {
                     name: "simd path",

@@ -271,7 +271,7 @@ impl<'a> Decoder<'a> {
 /// Decode `data`, whose [`route`] was `Route::Native(header)`, into a new
 /// vector of `header.decoded_len()` bytes (HWC): the bytes Pillow's decode
 /// gives. A JPEG is decoded into memory not zeroed first
-/// ([`jpeg::decode_image`]), a PNG into zeroed memory.
+/// ([`jpeg::decode_image`]), a PNG into zeroed memory ([`png::decode_image`]).
 ///
 /// # Errors
 /// As [`decode_into`]; `KimiError::DecodeAllocation` when the memory cannot
@@ -279,12 +279,7 @@ impl<'a> Decoder<'a> {
 pub fn decode_image(data: &[u8], header: &Header, limits: &Limits) -> Result<Vec<u8>, KimiError> {
     match header.format {
         Format::Jpeg => jpeg::decode_image(data, header, limits),
-        Format::Png => {
-            let mut out = crate::buffers::try_buffer(header.decoded_len()?)
-                .map_err(|e| header.allocation_failed(e))?;
-            png::decode_into(data, header, limits, &mut out)?;
-            Ok(out)
-        }
+        Format::Png => png::decode_image(data, header, limits),
     }
 }
 

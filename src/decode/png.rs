@@ -19,7 +19,7 @@
 
 mod inflate;
 
-pub use inflate::{decode_into, Decoder};
+pub use inflate::{decode_image, decode_into, Decoder};
 use zlib_rs::{Inflate, InflateFlush, Status};
 
 use super::{Format, Header, Route};

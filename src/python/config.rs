@@ -359,20 +359,28 @@ fn snapshot<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
             copy.set_item(k, snapshot(&v)?)?;
         }
         Ok(copy.into_any())
-    } else if let Ok(l) = value.cast_exact::<PyList>() {
-        let items = l
-            .iter()
-            .map(|v| snapshot(&v))
-            .collect::<PyResult<Vec<_>>>()?;
-        Ok(PyList::new(py, items)?.into_any())
-    } else if let Ok(t) = value.cast_exact::<PyTuple>() {
-        let items = t
-            .iter()
-            .map(|v| snapshot(&v))
-            .collect::<PyResult<Vec<_>>>()?;
-        Ok(PyTuple::new(py, items)?.into_any())
+    } else if let Some(items) = exact_sequence(value) {
+        let items = items.iter().map(snapshot).collect::<PyResult<Vec<_>>>()?;
+        if value.is_exact_instance_of::<PyList>() {
+            Ok(PyList::new(py, items)?.into_any())
+        } else {
+            Ok(PyTuple::new(py, items)?.into_any())
+        }
     } else {
         Ok(value.clone())
+    }
+}
+
+/// The items of an exact `list` or `tuple` (both read as a sequence), or
+/// `None` for another value.
+fn exact_sequence<'py>(value: &Bound<'py, PyAny>) -> Option<Vec<Bound<'py, PyAny>>> {
+    if let Ok(l) = value.cast_exact::<PyList>() {
+        Some(l.iter().collect())
+    } else {
+        value
+            .cast_exact::<PyTuple>()
+            .ok()
+            .map(|t| t.iter().collect())
     }
 }
 
@@ -418,14 +426,10 @@ fn write_content(value: &Bound<'_, PyAny>, depth: usize, key: &mut Vec<u8>) -> b
                 return false;
             }
         }
-    } else if let Ok(l) = value.cast_exact::<PyList>() {
+    } else if let Some(items) = exact_sequence(value) {
         key.push(b'l');
-        key.extend_from_slice(&(l.len() as u64).to_le_bytes());
-        return l.iter().all(|v| write_content(&v, depth + 1, key));
-    } else if let Ok(t) = value.cast_exact::<PyTuple>() {
-        key.push(b'l');
-        key.extend_from_slice(&(t.len() as u64).to_le_bytes());
-        return t.iter().all(|v| write_content(&v, depth + 1, key));
+        key.extend_from_slice(&(items.len() as u64).to_le_bytes());
+        return items.iter().all(|v| write_content(v, depth + 1, key));
     } else {
         return false;
     }

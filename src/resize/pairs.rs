@@ -170,10 +170,8 @@ pub(super) unsafe fn pair_sums<const C: usize>(
     out: &mut [u8],
 ) {
     use std::arch::x86_64::{
-        __m128i, __m256i, _mm256_add_epi32, _mm256_castsi256_si128, _mm256_extracti128_si256,
-        _mm256_loadu_si256, _mm256_madd_epi16, _mm256_packs_epi32, _mm256_permute4x64_epi64,
-        _mm256_set1_epi32, _mm256_setzero_si256, _mm256_slli_epi32, _mm256_srai_epi32,
-        _mm_packus_epi16, _mm_storeu_si128,
+        __m256i, _mm256_add_epi32, _mm256_loadu_si256, _mm256_madd_epi16, _mm256_set1_epi32,
+        _mm256_setzero_si256, _mm256_slli_epi32,
     };
     /// Blocks `b..b + B` of 8 lanes (32 bytes of each pair) of one output
     /// from `at`, its first pair, into `dst` (`B` even): the low and high
@@ -199,20 +197,10 @@ pub(super) unsafe fn pair_sums<const C: usize>(
                 high[k] = _mm256_add_epi32(high[k], _mm256_madd_epi16(v, h));
             }
         }
-        let sum = |k: usize| {
-            let whole = _mm256_add_epi32(_mm256_slli_epi32::<15>(high[k]), low[k]);
-            _mm256_srai_epi32::<22>(whole)
-        };
-        for k in (0..B).step_by(2) {
-            let words = _mm256_packs_epi32(sum(k), sum(k + 1));
-            // words [k 0..4, k+1 0..4, k 4..8, k+1 4..8], put in order, then bytes
-            let words = _mm256_permute4x64_epi64(words, 0b11_01_10_00);
-            let bytes = _mm_packus_epi16(
-                _mm256_castsi256_si128(words),
-                _mm256_extracti128_si256(words, 1),
-            );
-            _mm_storeu_si128(dst.add(8 * (b + k)).cast::<__m128i>(), bytes);
+        for (sum, high) in low.iter_mut().zip(high) {
+            *sum = _mm256_add_epi32(_mm256_slli_epi32::<15>(high), *sum);
         }
+        super::avx2::store_clipped(low, dst.add(8 * b));
     }
     const { assert!(C >= 1 && C <= 4) };
     let (lanes, stride) = (C * ROWS, C * PAIR_BYTES);

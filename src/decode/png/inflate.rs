@@ -377,6 +377,18 @@ pub fn decode_into(
     Ok(())
 }
 
+/// [`decode_into`] a new vector of `header.decoded_len()` bytes (zeroed
+/// first, [`try_buffer`]: rows are unfiltered in place, through a `&mut [u8]`).
+///
+/// # Errors
+/// As [`decode_into`]; `KimiError::DecodeAllocation` when the memory cannot
+/// be had.
+pub fn decode_image(data: &[u8], header: &Header, limits: &Limits) -> Result<Vec<u8>, KimiError> {
+    let mut out = try_buffer(header.decoded_len()?).map_err(|e| header.allocation_failed(e))?;
+    decode_into(data, header, limits, &mut out)?;
+    Ok(out)
+}
+
 /// A PNG whose [`route`](super::route) was `Route::Native(header)`, decoded a few rows at a
 /// time, in order ([`Decoder::read`]): the rows of `np.asarray(Image.open(...))`
 /// (`width * channels` bytes each), each as its inflate call completes it
@@ -424,9 +436,7 @@ impl<'a> Decoder<'a> {
             inflater,
         };
         if decoder.inflater.interlaced {
-            decoder.ready =
-                try_buffer(header.decoded_len()?).map_err(|e| header.allocation_failed(e))?;
-            decode_into(data, header, &Limits::default(), &mut decoder.ready)?;
+            decoder.ready = decode_image(data, header, &Limits::default())?;
             decoder.ended = true;
         }
         Ok(decoder)
