@@ -378,7 +378,7 @@ pub fn decode_into(
 }
 
 /// [`decode_into`] a new vector of `header.decoded_len()` bytes (zeroed
-/// first, [`try_buffer`]: rows are unfiltered in place, through a `&mut [u8]`).
+/// first: rows are unfiltered in place, through a `&mut [u8]`).
 ///
 /// # Errors
 /// As [`decode_into`]; `KimiError::DecodeAllocation` when the memory cannot
