@@ -546,6 +546,21 @@ def test_numpy_arrays(shape, config, limit):
 
 
 @pytest.mark.parametrize("config", ["k25", "k3"])
+@pytest.mark.parametrize("limit", [None, 1024])
+@pytest.mark.parametrize("num_threads", [1, 2])
+def test_numpy_array_large_enough_to_fetch_ahead(config, limit, num_threads):
+    """An array of at least 64 MiB is resized in place, each tile of the horizontal pass
+    fetching the next one's input while it is summed (``FETCH_AHEAD_BYTES`` in
+    ``resize/passes.rs``; AVX-512 VNNI + VBMI): 5000x4500 RGB (67.5 MB), downscaled about
+    2.7x (the preset's limit) and 12x, on one thread and on two."""
+    arr = noise_array(5000, 4500, "RGB", seed=24)
+    assert arr.nbytes >= 64 << 20
+    media_proc_cfg = CONFIGS[config] if limit is None else with_limit(config, limit)
+    ref = reference_preprocess(arr, media_proc_cfg)
+    assert_output_matches(kimi_k3_rs.preprocess(arr, media_proc_cfg, num_threads=num_threads), ref)
+
+
+@pytest.mark.parametrize("config", ["k25", "k3"])
 def test_numpy_non_contiguous(config):
     """A strided view is either read correctly or rejected, never misread."""
     base = noise_array(300, 200, "RGBA", seed=5)

@@ -11,13 +11,16 @@
 //!
 //! Laid out by job: [`Coefficients`] (`coefficients.rs`) gives each axis's
 //! fixed-point taps; `passes.rs` runs the horizontal and vertical passes band by
-//! band (`transpose.rs` turns row bands into columns for the horizontal one);
+//! band (`transpose.rs` turns row bands into columns for the horizontal one,
+//! `ahead.rs` fetches a large image's next tile while a tile is summed);
 //! each pass reduces to one weighted-sum kernel, picked here by [`SimdPath`]
 //! among `scalar.rs`, `sse41.rs`, `avx2.rs` and `avx512.rs` (with and without
 //! VNNI), except on CPUs with AVX-512 VNNI and VBMI, where the horizontal pass
 //! (and the vertical pass after it) runs on a layout of its own (`quads.rs`);
 //! `view.rs` resizes a whole [`ImageView`] ([`resize_view`]).
 
+#[cfg(target_arch = "x86_64")]
+mod ahead;
 mod coefficients;
 mod pairs;
 mod passes;

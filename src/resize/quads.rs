@@ -24,6 +24,8 @@
 //! vertical pass's own VNNI kernel interleaved four rows again for each
 //! output row.
 
+#[cfg(target_arch = "x86_64")]
+use super::ahead::Ahead;
 use super::coefficients::{group_digits, Coefficients};
 use super::transpose::ROWS;
 use super::ROUND_BIAS;
@@ -208,7 +210,7 @@ pub(super) unsafe fn rows_to_quads<const S: usize, const C: usize>(
 /// `clip8(2^21 + sum_t k[t] * input[start + t])` in every lane, Pillow's
 /// `ImagingResampleHorizontal_8bpc` / `ImagingResampleVertical_8bpc` sum.
 /// `B` blocks of 16 lanes at a time (their sums held in registers across the
-/// taps), the lanes past `lanes` masked off. The horizontal pass's quads are
+/// taps), the lanes past `lanes` masked off. `ahead` steps once per output. The horizontal pass's quads are
 /// [`rows_to_quads`]' (`C * ROWS` lanes, channel `c`'s rows at `c * ROWS`, the
 /// layout [`super::transpose::columns_to_rows`] reads), the vertical pass's
 /// [`columns_to_planes`]' (an output row's lanes).
@@ -224,6 +226,7 @@ pub(super) unsafe fn quad_sums<const B: usize>(
     (first, stride): (usize, usize),
     lanes: usize,
     out: &mut [u8],
+    ahead: &mut Ahead<'_>,
 ) {
     use std::arch::x86_64::{
         _mm512_add_epi32, _mm512_cvtusepi32_epi8, _mm512_dpbusd_epi32, _mm512_maskz_loadu_epi32,
@@ -237,6 +240,7 @@ pub(super) unsafe fn quad_sums<const B: usize>(
     let (src, dst) = (quads.as_ptr(), out.as_mut_ptr());
     let blocks = lanes.div_ceil(16);
     for (o, (q, range)) in taps.outputs[outputs].iter().enumerate() {
+        ahead.step();
         let at = src.add((q - first) * stride);
         let dst = dst.add(o * lanes);
         for b0 in (0..blocks).step_by(B) {
@@ -445,6 +449,7 @@ mod tests {
                     (q.start, C * QUAD_BYTES),
                     C * ROWS,
                     &mut out,
+                    &mut Ahead::none(),
                 );
             }
             for (o, xx) in xx.enumerate() {
