@@ -19,8 +19,8 @@ mod run;
 mod schedule;
 mod stream;
 
-/// Also at its home, `crate::resize::resize_view`.
-pub use crate::resize::resize_view;
+/// Also at their home, `crate::resize`.
+pub use crate::resize::{resize_view, resize_view_into, resized_len};
 pub use output::{overlapping_image, BatchOutput, OutBuffer, Output, PixelValues, Preprocessed};
 pub use plan::{item_views, plan, plan_batch, BatchItem, BatchPlan};
 pub use run::{run_batch, run_batch_with, run_planned};

@@ -19,7 +19,8 @@ mod pool;
 
 use numpy::ndarray::Array2;
 use numpy::{
-    IntoPyArray, PyArray1, PyArray2, PyArrayMethods, PyReadonlyArrayDyn, PyUntypedArrayMethods,
+    IntoPyArray, PyArray1, PyArray2, PyArrayDyn, PyArrayMethods, PyReadonlyArrayDyn,
+    PyUntypedArrayMethods,
 };
 use pyo3::prelude::*;
 
@@ -344,17 +345,28 @@ fn resize_bicubic<'py>(
         (None, None) => unreachable!("an image that is not a PillowRows is borrowed"),
     };
     let compat = options.inner.compat();
-    let resized = py
-        .detach(|| crate::pipeline::resize_view(&view, new_width, new_height, compat))
-        .map_err(|e| {
-            rows.and_then(|rows| rows.get().take_interrupt())
-                .unwrap_or_else(|| to_py_err(e))
-        })?;
     let mut shape = vec![new_height, new_width];
     if three_d {
         shape.push(view.channels());
     }
-    Ok(resized.into_pyarray(py).reshape(shape)?.into_any())
+    // Checked first: the new array is never of a size the resize refuses.
+    crate::pipeline::resized_len(&view, new_width, new_height).map_err(to_py_err)?;
+    // `numpy.empty`: no pass zeroes the memory the resize writes in full (a
+    // MemoryError where it cannot be had).
+    let resized = py
+        .import("numpy")?
+        .getattr("empty")?
+        .call1((shape, "uint8"))?
+        .cast_into::<PyArrayDyn<u8>>()?;
+    // SAFETY: nothing else refers to the new array while `out` lives (it
+    // reaches Python only when returned below).
+    let out = unsafe { resized.as_slice_mut() }.map_err(|_| to_py_err(BindingError::OutLayout))?;
+    py.detach(|| crate::pipeline::resize_view_into(&view, new_width, new_height, compat, out))
+        .map_err(|e| {
+            rows.and_then(|rows| rows.get().take_interrupt())
+                .unwrap_or_else(|| to_py_err(e))
+        })?;
+    Ok(resized.into_any())
 }
 
 /// The sizing of one K2.5 video chunk of `num_frames` frames whose frame 0 is

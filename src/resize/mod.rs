@@ -38,7 +38,7 @@ mod sse41;
 
 use coefficients::Taps;
 pub use coefficients::{bicubic_filter, Coefficients};
-pub use view::resize_view;
+pub use view::{resize_view, resize_view_into, resized_len};
 
 use crate::buffers::{try_buffer, AllocFailed};
 use crate::composite::Compositor;
