@@ -4,6 +4,8 @@
 //! the f64 arithmetic keeps Pillow's operation order (no FMA), then each weight
 //! is scaled by `2^PRECISION_BITS` and rounded half away from zero.
 
+use std::sync::OnceLock;
+
 use super::PRECISION_BITS;
 
 /// Keys cubic kernel with `a = -0.5` (Pillow `bicubic_filter`), support 2.
@@ -21,7 +23,7 @@ pub fn bicubic_filter(x: f64) -> f64 {
 }
 
 /// Fixed-point filter taps for one axis, `in_size -> out_size`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Coefficients {
     /// Per output index: `(first input index, number of taps)`.
     pub bounds: Vec<(usize, usize)>,
@@ -29,20 +31,30 @@ pub struct Coefficients {
     pub ksize: usize,
     /// `out_size * ksize` weights scaled by `2^22`, rounded half away from zero.
     pub weights: Vec<i32>,
-    /// The weights as the AVX-512 VNNI kernel reads them: per output,
+    /// The weights as the AVX-512 VNNI kernel on rows reads them, made on
+    /// its first use ([`Coefficients::groups`]; the other kernels never read
+    /// them, and they were a third of this struct's making): per output,
     /// `ksize.div_ceil(4)` groups of four taps, each three `u32`s (digit 0, 1
     /// and 2 of [`digits`]) whose bytes are that digit of the group's taps in
     /// order, 0 past the output's last tap. `None` when a weight has no such
     /// digits (never for Pillow's weights, whose magnitude stays under `2^23`).
-    groups: Option<Vec<[u32; 3]>>,
+    groups: OnceLock<Option<Vec<[u32; 3]>>>,
 }
 
-/// The taps of one output: its weights and, where they have them, their
-/// groups of digits (see [`Coefficients`]), `weights.len().div_ceil(4)` of them.
+/// Equal taps: the groups, made from the weights when first asked for, are
+/// not compared.
+impl PartialEq for Coefficients {
+    fn eq(&self, other: &Self) -> bool {
+        (&self.bounds, self.ksize, &self.weights) == (&other.bounds, other.ksize, &other.weights)
+    }
+}
+
+impl Eq for Coefficients {}
+
+/// The taps of one output: its weights.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Taps<'a> {
     pub(super) weights: &'a [i32],
-    pub(super) groups: Option<&'a [[u32; 3]]>,
 }
 
 /// `k` in balanced base-256 digits `[d0, d1, d2]`, `k = d2 * 2^16 + d1 * 2^8 + d0`,
@@ -123,24 +135,40 @@ impl Coefficients {
             }
             bounds.push((xmin, n));
         }
-        let gsize = ksize.div_ceil(4);
-        let mut groups = vec![[0u32; 3]; out_size * gsize];
-        let has_digits = bounds.iter().enumerate().all(|(i, &(_, n))| {
-            let row = &weights[i * ksize..i * ksize + n];
-            group_digits(row, &mut groups[i * gsize..(i + 1) * gsize]).is_some()
-        });
-        let groups = has_digits.then_some(groups);
         Self {
             bounds,
             ksize,
             weights,
-            groups,
+            groups: OnceLock::new(),
         }
     }
 
-    /// Whether every weight has digits, so that every output's taps have groups.
-    pub(super) fn has_groups(&self) -> bool {
-        self.groups.is_some()
+    /// Every output's digit groups (see [`Coefficients`]), made on the first
+    /// call; `None` when a weight has no digits. [`Coefficients::output_groups`]
+    /// picks one output's.
+    pub(super) fn groups(&self) -> Option<&[[u32; 3]]> {
+        self.groups
+            .get_or_init(|| {
+                let gsize = self.ksize.div_ceil(4);
+                let mut groups = vec![[0u32; 3]; self.bounds.len() * gsize];
+                let has_digits = self.bounds.iter().enumerate().all(|(i, &(_, n))| {
+                    let row = &self.weights[i * self.ksize..i * self.ksize + n];
+                    group_digits(row, &mut groups[i * gsize..(i + 1) * gsize]).is_some()
+                });
+                has_digits.then_some(groups)
+            })
+            .as_deref()
+    }
+
+    /// The groups of output `out_index` in `groups` ([`Coefficients::groups`]),
+    /// `n.div_ceil(4)` of them for its `n` taps.
+    pub(super) fn output_groups<'g>(
+        &self,
+        groups: &'g [[u32; 3]],
+        out_index: usize,
+    ) -> &'g [[u32; 3]] {
+        let first = out_index * self.ksize.div_ceil(4);
+        &groups[first..first + self.bounds[out_index].1.div_ceil(4)]
     }
 
     /// The first input index and the taps of output `out_index`.
@@ -148,13 +176,8 @@ impl Coefficients {
     pub(super) fn taps(&self, out_index: usize) -> (usize, Taps<'_>) {
         let (start, n) = self.bounds[out_index];
         let base = out_index * self.ksize;
-        let gsize = self.ksize.div_ceil(4);
-        let groups = self.groups.as_ref().map(|g| {
-            let first = out_index * gsize;
-            &g[first..first + n.div_ceil(4)]
-        });
         let weights = &self.weights[base..base + n];
-        (start, Taps { weights, groups })
+        (start, Taps { weights })
     }
 }
 
@@ -198,15 +221,17 @@ mod tests {
         // A downscale's groups: the digits of each output's taps, 0 past them.
         let c = Coefficients::new(4, 2);
         let (_, taps) = c.taps(0);
-        let groups = taps.groups.unwrap();
+        let groups = c.output_groups(c.groups().unwrap(), 0);
         assert_eq!(groups.len(), 1);
         for (j, &k) in taps.weights.iter().enumerate() {
             let d = groups[0].map(|word| (word >> (8 * j)) as u8 as i8);
             assert_eq!(rebuild(d), k);
         }
         let c = Coefficients::new(5, 5);
-        let (_, taps) = c.taps(2);
-        assert_eq!(taps.groups.unwrap(), &[[0, 0, 64 << 8]]); // tap 1: 2^22 = 64 * 2^16
+        let fresh = c.clone();
+        let groups = c.output_groups(c.groups().unwrap(), 2);
+        assert_eq!(groups, &[[0, 0, 64 << 8]]); // tap 1: 2^22 = 64 * 2^16
+        assert_eq!(c, fresh, "the groups made are not compared");
     }
 
     #[test]

@@ -111,13 +111,12 @@ fn weighted_sums(
 ) {
     let chunks = out.chunks_mut(lanes);
     #[cfg(target_arch = "x86_64")]
-    if path == SimdPath::Avx512
-        && coeffs.has_groups()
-        && std::arch::is_x86_feature_detected!("avx512vnni")
-    {
+    let vnni = path == SimdPath::Avx512 && std::arch::is_x86_feature_detected!("avx512vnni");
+    #[cfg(target_arch = "x86_64")]
+    if let Some(all_groups) = vnni.then(|| coeffs.groups()).flatten() {
         let jobs = outputs.clone().zip(chunks).filter_map(|(i, out)| {
             let (start, taps) = coeffs.taps(i);
-            let (n, groups) = (taps.weights.len(), taps.groups?);
+            let (n, groups) = (taps.weights.len(), coeffs.output_groups(all_groups, i));
             if n == 0 {
                 out.fill(scalar::clip8(ROUND_BIAS));
                 return None;
