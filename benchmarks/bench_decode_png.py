@@ -13,7 +13,8 @@ The two files are made here with Pillow's encoder (``compress_level=6``):
   (``numpy.random.default_rng(0)``).
 
 Each figure is the wall-clock median of ``--runs`` interleaved runs (native,
-Pillow ``load()``, Pillow ``load()`` + ``np.asarray``), one thread, from the
+Pillow ``load()``, Pillow ``load()`` + ``np.asarray``, in a new seeded order each
+round: a fixed order makes one contender always run after another's frees), one thread, from the
 encoded bytes in memory. ``native`` is ``kimi_k3_rs._native.decode_image``: the
 route (chunk walk) plus the decode into a fresh numpy array. It checks the
 bytes are equal first. Reported figures, not a pass/fail check.
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import random
 import statistics
 import time
 from pathlib import Path
@@ -91,10 +93,13 @@ def bench(name: str, data: bytes, runs: int) -> None:
 
     fns = {"native": run_native, "pillow load()": run_load, "pillow + asarray": run_asarray}
     times: dict[str, list[float]] = {k: [] for k in fns}
+    order = random.Random(0)
+    names = list(fns)
     for _ in range(runs):
-        for key, fn in fns.items():
+        order.shuffle(names)
+        for key in names:
             t = time.perf_counter()
-            fn()
+            fns[key]()
             times[key].append(time.perf_counter() - t)
     med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
     h, w = ref.shape[:2]

@@ -10,9 +10,10 @@ Usage (from the repository root, after ``pip install .`` or ``maturin develop --
 
 1. Default Pillow settings, K2.5, one thread: the same RGB image given as a PIL image
    and as a numpy array, 1920x1080 and 2048x2048; medians of ``--runs`` interleaved
-   runs and their ratio (target: PIL within 1.15x of numpy). Outputs are checked equal.
+   runs (in a new seeded order each round) and their ratio (target: PIL within 1.15x of numpy). Outputs are checked equal.
 2. 4032x3024 (12 MP) and 8000x8000 (64 MP) JPEGs decoded by Pillow under three
-   process-wide allocator settings, cycled run by run (medians of ``--large-runs``):
+   process-wide allocator settings, each round in a new seeded order (medians of
+   ``--large-runs``):
    Pillow's default arena of 16 MiB blocks (the core reads the image band by band),
    ``kimi_k3_rs.enable_pillow_zero_copy()`` (``set_use_block_allocator(1)``), and a
    block size large enough for one block (``set_block_size``). Columns: decode
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import random
 import statistics
 import time
 from collections.abc import Callable
@@ -66,6 +68,7 @@ def photo_like(width: int, height: int, seed: int = 0) -> np.ndarray:
 
 
 def pil_vs_numpy(runs: int) -> None:
+    order = random.Random(0)
     print(f"1. PIL vs numpy input, K2.5, num_threads=1, default Pillow allocator, median of {runs}")
     print(f"{'size':>11} {'numpy ms':>9} {'PIL ms':>8} {'PIL/numpy':>9}  exported")
     for width, height in [(1920, 1080), (2048, 2048)]:
@@ -75,14 +78,17 @@ def pil_vs_numpy(runs: int) -> None:
         a, b = run(array), run(image)  # also the warm-up
         assert np.array_equal(a["pixel_values"].view(np.uint32), b["pixel_values"].view(np.uint32))
         times: dict[str, list[float]] = {"numpy": [], "PIL": []}
+        inputs = [("numpy", array), ("PIL", image)]
         for _ in range(runs):
-            times["numpy"].append(timed(run, array)[0])
-            times["PIL"].append(timed(run, image)[0])
+            order.shuffle(inputs)  # a new order each round: no input always runs second
+            for key, given in inputs:
+                times[key].append(timed(run, given)[0])
         t_np, t_pil = (statistics.median(times[k]) for k in ("numpy", "PIL"))
         print(f"{width:>5}x{height:<5} {t_np:9.2f} {t_pil:8.2f} {t_pil / t_np:9.3f}  {exported}")
 
 
 def allocators(runs: int) -> None:
+    order = random.Random(0)
     print(f"\n2. Decoded JPEG as PIL input, K2.5, num_threads=1, median of {runs} (ms)")
     saved = (pillow_core.get_use_block_allocator(), pillow_core.get_block_size())
     print(f"{'size':>11} {'allocator':<28} {'decode':>7} {'preprocess':>10} {'total':>7}  exported")
@@ -101,8 +107,11 @@ def allocators(runs: int) -> None:
             running: dict[str, list[float]] = {k: [] for k in settings}
             exported: dict[str, bool] = {}
             want = None
+            names = list(settings)
             for _ in range(runs + 1):  # the first round warms up
-                for name, setting in settings.items():
+                order.shuffle(names)
+                for name in names:
+                    setting = settings[name]
                     if setting is None:
                         kimi_k3_rs.enable_pillow_zero_copy()
                     else:

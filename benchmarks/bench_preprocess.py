@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import random
 import resource
 import statistics
 import subprocess
@@ -226,15 +227,19 @@ def targets(args: argparse.Namespace, bandwidth: float, results: list[dict[str, 
 
 
 def interleaved_ms(fns: dict[str, Callable[[], Any]], runs: int) -> dict[str, float]:
-    """Wall-clock median milliseconds of each function, the runs interleaved round-robin
-    (so a slow phase of a shared machine hits every function alike), after one warm-up."""
+    """Wall-clock median milliseconds of each function, the runs interleaved (so a slow
+    phase of a shared machine hits every function alike) in a new seeded order each round
+    (so that no function always runs right after another's frees), after one warm-up."""
     times: dict[str, list[float]] = {name: [] for name in fns}
     for fn in fns.values():
         fn()
+    order = random.Random(0)
+    names = list(fns)
     for _ in range(runs):
-        for name, fn in fns.items():
+        order.shuffle(names)
+        for name in names:
             start = time.perf_counter()
-            fn()
+            fns[name]()
             times[name].append((time.perf_counter() - start) * 1e3)
     return {name: statistics.median(values) for name, values in times.items()}
 
