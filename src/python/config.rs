@@ -335,8 +335,8 @@ pub(crate) fn content_key<'py>(value: &Bound<'py, PyAny>) -> Option<Bound<'py, P
 /// [`content_key`] of `value` with a copy of it that the key describes, made
 /// in the same walk while the GIL is held (no Python code runs between the
 /// two), so that a thread changing the dict meanwhile cannot make the copy
-/// differ from its key: the dicts and lists are new (a tuple too where it holds
-/// one), the other values shared (they are immutable). `None` where
+/// differ from its key: the dicts, lists and tuples are new, the other values
+/// shared (they are immutable). `None` where
 /// [`content_key`] is `None`.
 #[pyfunction]
 #[pyo3(signature = (value, /))]
@@ -349,8 +349,8 @@ pub(crate) fn content_snapshot<'py>(
     Ok(Some((key, snapshot(value)?)))
 }
 
-/// A copy of a value [`write_content`] wrote: new dicts and lists (and tuples
-/// that hold one), the other values shared.
+/// A copy of a value [`write_content`] wrote: new dicts, lists and tuples, the
+/// other values shared.
 fn snapshot<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     let py = value.py();
     if let Ok(d) = value.cast_exact::<PyDict>() {

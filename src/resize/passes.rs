@@ -113,13 +113,16 @@ fn horizontal_into<const S: usize, const C: usize>(
         // of the next band's first.
         #[cfg(target_arch = "x86_64")]
         let ahead = |i: usize| {
+            if !fetch_ahead {
+                return Ahead::none();
+            }
             let (next, y) = if i + 1 < tiles.len() {
                 (i + 1, y0)
             } else {
                 (0, y0 + ROWS)
             };
             let rows = all_rows.saturating_sub(y).min(ROWS);
-            if !fetch_ahead || rows == 0 {
+            if rows == 0 {
                 return Ahead::none();
             }
             let pixels = taps.pixels(next, width);
